@@ -1,0 +1,126 @@
+"""The scripted model's interface: what a policy sees of a request and what it answers.
+
+The provider knows nothing of task packs; a pack injects a ``Policy``. The server normalises
+each API's request (Responses, Chat Completions, Messages) into one ``Conversation`` and turns the
+policy's ``Reply`` back into that API's wire format, so a policy is written once for all clients.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered in the request (function tools only; others keep their type as name)."""
+
+    name: str
+    description: str = ""
+    parameters: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call the model makes; ``call_id`` may be empty and is then assigned by the server."""
+
+    name: str
+    arguments: dict
+    call_id: str = ""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One conversation item in order: text of a role, an assistant's calls, or a tool result."""
+
+    role: Role
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A request as a policy sees it, whatever API it came through."""
+
+    api: Literal["responses", "chat", "messages"]
+    model: str
+    system: str
+    tools: tuple[ToolSpec, ...]
+    messages: tuple[Message, ...]
+    trial_id: str | None = None
+    seed: int = 0
+
+    @property
+    def cycle(self) -> int:
+        """How many assistant responses precede this request (0 for the first)."""
+        return sum(1 for m in self.messages if m.role == "assistant")
+
+    def tool_names(self) -> set[str]:
+        return {t.name for t in self.tools}
+
+    def all_text(self) -> str:
+        """System text and every message's text: where an arm's instruction can be found."""
+        return "\n".join([self.system, *(m.text for m in self.messages)])
+
+    def calls_by_id(self) -> dict[str, ToolCall]:
+        return {c.call_id: c for m in self.messages for c in m.tool_calls}
+
+    def results(self) -> list[tuple[ToolCall, Message]]:
+        """Every tool result in order, paired with the call that asked for it."""
+        calls = self.calls_by_id()
+        return [(calls[m.tool_call_id], m) for m in self.messages if m.role == "tool" and m.tool_call_id in calls]
+
+    def last_user_text(self) -> str:
+        return next((m.text for m in reversed(self.messages) if m.role == "user" and m.text), "")
+
+    def turn(self) -> int:
+        """User turns so far (1 for the first prompt); tool results are not user turns."""
+        return sum(1 for m in self.messages if m.role == "user" and m.text) or 1
+
+    def rng(self, salt: str = "") -> random.Random:
+        """Deterministic randomness for (seed, trial, cycle, salt): same request, same answer."""
+        key = f"{self.seed}|{self.trial_id or self._fallback_id()}|{self.cycle}|{salt}"
+        return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+
+    def _fallback_id(self) -> str:
+        first = next((m.text for m in self.messages if m.role == "user"), "")
+        return hashlib.sha256((self.system + first).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the scripted model answers: text, tool calls, or both; reasoning is hidden output."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning_tokens: int = 0
+
+
+class Policy(Protocol):
+    """A scripted model. ``name`` is reported in a response header and the request log."""
+
+    name: str
+
+    def reply(self, conversation: Conversation) -> Reply: ...
+
+
+class EchoPolicy:
+    """Default policy: a short, sensible text answer with no tools, so any client completes."""
+
+    name = "default"
+
+    def reply(self, conversation: Conversation) -> Reply:
+        prompt = conversation.last_user_text().strip().splitlines()
+        first = prompt[0][:120] if prompt else "(empty prompt)"
+        text = (
+            "This is a simulated model (agent-ab-kit embedded provider), not a real LLM. "
+            f"You asked: {json.dumps(first)}. No task policy was configured, so this answer is a placeholder."
+        )
+        return Reply(text=text)

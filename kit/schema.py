@@ -1,0 +1,72 @@
+"""The canonical tables every stage shares (see DESIGN.md, "The canonical request row").
+
+One row per model API response in ``requests``; parse writes it, analysis and figures read it.
+Token columns are nullable integers: where a source gave no usage the row says
+``usage_known=False`` and the counts are missing (``<NA>``), never zero.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+IDENTITY = ["batch", "arm", "run", "trial_id", "turn", "cycle"]
+PROVENANCE = ["backend", "model", "source_format", "source_path", "source_line"]
+TOKENS = [
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+    "uncached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "total_tokens",
+]
+REQUEST_COLUMNS = [*IDENTITY, *PROVENANCE, *TOKENS, "tool_calls", "usage_known", "started_at", "wall_s"]
+
+REQUEST_DTYPES: dict[str, str] = {
+    "batch": "string",
+    "arm": "string",
+    "run": "Int64",
+    "trial_id": "string",
+    "turn": "Int64",
+    "cycle": "Int64",
+    "backend": "string",
+    "model": "string",
+    "source_format": "string",
+    "source_path": "string",
+    "source_line": "Int64",
+    **{c: "Int64" for c in TOKENS},
+    "tool_calls": "Int64",
+    "usage_known": "boolean",
+    "started_at": "string",
+    "wall_s": "Float64",
+}
+
+TOOL_RESULT_COLUMNS = ["batch", "arm", "run", "trial_id", "cycle", "tool", "category", "chars", "is_error"]
+TOOL_RESULT_DTYPES: dict[str, str] = {
+    "batch": "string",
+    "arm": "string",
+    "run": "Int64",
+    "trial_id": "string",
+    "cycle": "Int64",
+    "tool": "string",
+    "category": "string",
+    "chars": "Int64",
+    "is_error": "boolean",
+}
+
+ISSUE_COLUMNS = ["source_path", "source_line", "reason"]
+
+
+def frame(rows: list[dict], columns: list[str], dtypes: dict[str, str]) -> pd.DataFrame:
+    """A DataFrame with exactly ``columns`` in order and the canonical dtypes."""
+    df = pd.DataFrame.from_records(rows, columns=columns)
+    return df.astype({c: t for c, t in dtypes.items() if c in df.columns})
+
+
+def requests_frame(rows: list[dict]) -> pd.DataFrame:
+    """Canonical request rows; derived columns are filled where the parts are known."""
+    df = frame(rows, REQUEST_COLUMNS, REQUEST_DTYPES)
+    df["uncached_input_tokens"] = df["uncached_input_tokens"].fillna(df["input_tokens"] - df["cache_read_tokens"])
+    df["total_tokens"] = df["total_tokens"].fillna(df["input_tokens"] + df["output_tokens"])
+    return df
