@@ -1,0 +1,29 @@
+"""Task packs: fixture, prompts, arms, grader and scripted policy of one experiment each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kit.design import ParamError
+from kit.tasks.base import Grade, TaskPack
+from kit.tasks.batch_read import BatchReadPack
+
+PACKS: dict[str, type] = {"batch-read": BatchReadPack}
+
+__all__ = ["PACKS", "Grade", "TaskPack", "get", "names"]
+
+
+def names() -> list[str]:
+    return sorted(PACKS)
+
+
+def get(name: str, **options: Any) -> TaskPack:
+    """The pack ``name`` configured with ``options`` (its documented knobs, e.g. preset, p_batch)."""
+    if name not in PACKS:
+        raise ParamError("task", f"unknown task {name!r}", names())
+    cls = PACKS[name]
+    known = set(cls.__dataclass_fields__) - {"name"}
+    unknown = set(options) - known
+    if unknown:
+        raise ParamError("task_options", f"unknown options {sorted(unknown)} for task {name!r}", sorted(known))
+    return cls(**options)

@@ -1,0 +1,77 @@
+"""What every backend receives to run one trial, and what it reports back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from kit.design import Arm
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One (arm, run) session: everything a backend needs, nothing it must look up."""
+
+    batch: str
+    trial_id: str
+    arm: Arm
+    run: int
+    order_index: int
+    nonce: str
+    isolation: frozenset[str]
+    prompt_cache_key: str | None
+    prompts: tuple[str, ...]
+    workdir: Path
+    out_dir: Path
+    base_url: str  # the provider root, e.g. http://127.0.0.1:PORT (no /v1)
+    api_key: str
+    model: str
+    effort: str | None = None
+    max_cycles: int = 40
+    timeout_s: float = 600.0
+    system_prompt: str = "You are a coding agent in a read-only repository. Use the tools to inspect files."
+
+    @property
+    def cache_bust_tool(self) -> str | None:
+        return f"cache_bust_{self.nonce}" if "cache_bust_tool" in self.isolation else None
+
+    @property
+    def nonce_line(self) -> str | None:
+        return f"Trial nonce: {self.nonce}" if "nonce" in self.isolation else None
+
+
+@dataclass
+class TrialOutcome:
+    """How the trial ended; ``status`` is "ok" or "failed" (with ``reason``)."""
+
+    status: str
+    reason: str = ""
+    final_answer: str = ""
+    turns: int = 0
+    cycles: int = 0
+    transcripts: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+
+
+class JsonlWriter:
+    """Append-only JSONL, flushed per line, so a killed trial keeps every line it wrote."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh = path.open("ab")
+
+    def write(self, record: dict) -> None:
+        self._fh.write(orjson.dumps(record) + b"\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,216 @@
+"""The kit's own small tool-using agent loop on the official ``openai`` and ``anthropic`` SDKs.
+
+One loop, two thin API adapters. The agent offers ``list_files``/``read_file``/``grep`` over the
+trial's fixture (read-only, confined), plus the trial's ``cache_bust_<id>`` tool first in the tool
+list when that isolation is on (it answers ``{"success": true}`` if a model calls it anyway). Every
+API response is recorded as received to ``sdk_responses.jsonl`` before the loop acts on it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import anthropic
+import openai
+
+from kit.agents.base import JsonlWriter, TrialOutcome, TrialSpec
+from kit.agents.filetools import SPECS, FileTools, ToolError
+
+CACHE_BUST_RESULT = json.dumps({"success": True})
+
+
+def _system_text(spec: TrialSpec) -> str:
+    parts = [spec.system_prompt]
+    if spec.arm.instruction and spec.arm.placement in ("system", "append_system"):
+        parts.append(spec.arm.instruction)
+    if spec.nonce_line:  # at the system -> task boundary
+        parts.append(spec.nonce_line)
+    return "\n\n".join(parts)
+
+
+def _context_text(spec: TrialSpec) -> str | None:
+    """Instructions that travel as conversation context (AGENTS.md / developer instructions)."""
+    if spec.arm.instruction and spec.arm.placement == "agents_file":
+        return f"# AGENTS.md instructions for {spec.workdir.name}\n\n{spec.arm.instruction}"
+    if spec.arm.instruction and spec.arm.placement == "developer_instructions":
+        return spec.arm.instruction
+    return None
+
+
+def _user_text(spec: TrialSpec, turn: int) -> str:
+    text = spec.prompts[turn]
+    if turn == 0 and spec.arm.instruction and spec.arm.placement == "user_prefix":
+        text = f"{spec.arm.instruction}\n\n{text}"
+    return text
+
+
+class _OpenAIResponses:
+    api = "responses"
+
+    def __init__(self, spec: TrialSpec, base_url: str) -> None:
+        self.spec = spec
+        self.client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=spec.api_key, max_retries=0)
+        tools = [{"type": "function", "strict": False, **s} for s in SPECS]
+        if spec.cache_bust_tool:
+            bust = {"name": spec.cache_bust_tool, "description": "Never call this tool.", "parameters": _EMPTY}
+            tools.insert(0, {"type": "function", "strict": False, **bust})
+        self.tools = tools
+        self.items: list[dict[str, Any]] = []
+        context = _context_text(spec)
+        if context:
+            self.items.append({"role": "developer", "content": context})
+
+    def add_user(self, text: str) -> None:
+        self.items.append({"role": "user", "content": text})
+
+    def call(self) -> Any:
+        extra: dict[str, Any] = {}
+        if self.spec.prompt_cache_key:
+            extra["prompt_cache_key"] = self.spec.prompt_cache_key
+        if self.spec.effort:
+            extra["reasoning"] = {"effort": self.spec.effort}
+        return self.client.responses.create(
+            model=self.spec.model,
+            instructions=_system_text(self.spec),
+            input=self.items,
+            tools=self.tools,
+            store=False,
+            parallel_tool_calls=True,
+            timeout=self.spec.timeout_s,
+            **extra,
+        )
+
+    def absorb(self, response: Any) -> tuple[list[tuple[str, str, dict]], str]:
+        calls, text = [], []
+        for item in response.output:
+            data = item.model_dump(mode="json", exclude_none=True)
+            if data.get("type") == "function_call":
+                calls.append((data["call_id"], data["name"], _args(data.get("arguments"))))
+            elif data.get("type") == "message":
+                text += [c.get("text", "") for c in data.get("content", []) if c.get("type") == "output_text"]
+            self.items.append(data)
+        return calls, "".join(text)
+
+    def add_results(self, results: list[tuple[str, str, bool]]) -> None:
+        for call_id, output, _is_error in results:
+            self.items.append({"type": "function_call_output", "call_id": call_id, "output": output})
+
+
+class _AnthropicMessages:
+    """Messages API with Claude Code's breakpoints: the system prompt and the moving last block."""
+
+    api = "messages"
+
+    def __init__(self, spec: TrialSpec, base_url: str) -> None:
+        self.spec = spec
+        self.client = anthropic.Anthropic(base_url=base_url, api_key=spec.api_key, max_retries=0)
+        tools = [{"name": s["name"], "description": s["description"], "input_schema": s["parameters"]} for s in SPECS]
+        if spec.cache_bust_tool:
+            tools.insert(
+                0, {"name": spec.cache_bust_tool, "description": "Never call this tool.", "input_schema": _EMPTY}
+            )
+        self.tools = tools
+        self.messages: list[dict[str, Any]] = []
+        self.pending_context = _context_text(spec)
+
+    def add_user(self, text: str) -> None:
+        blocks = []
+        if self.pending_context:
+            blocks.append({"type": "text", "text": self.pending_context})
+            self.pending_context = None
+        blocks.append({"type": "text", "text": text})
+        self.messages.append({"role": "user", "content": blocks})
+
+    def call(self) -> Any:
+        system = [{"type": "text", "text": _system_text(self.spec), "cache_control": {"type": "ephemeral"}}]
+        messages = [{"role": m["role"], "content": [dict(b) for b in m["content"]]} for m in self.messages]
+        messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+        return self.client.messages.create(
+            model=self.spec.model,
+            max_tokens=8192,
+            system=system,
+            messages=messages,
+            tools=self.tools,
+            timeout=self.spec.timeout_s,
+        )
+
+    def absorb(self, response: Any) -> tuple[list[tuple[str, str, dict]], str]:
+        content = [b.model_dump(mode="json", exclude_none=True) for b in response.content]
+        self.messages.append({"role": "assistant", "content": content})
+        calls = [(b["id"], b["name"], b.get("input") or {}) for b in content if b.get("type") == "tool_use"]
+        text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+        return calls, text
+
+    def add_results(self, results: list[tuple[str, str, bool]]) -> None:
+        blocks = [
+            {"type": "tool_result", "tool_use_id": cid, "content": out, **({"is_error": True} if err else {})}
+            for cid, out, err in results
+        ]
+        self.messages.append({"role": "user", "content": blocks})
+
+
+_EMPTY = {"type": "object", "properties": {}}
+ADAPTERS = {"sdk-openai": _OpenAIResponses, "sdk-anthropic": _AnthropicMessages}
+
+
+def _args(raw: Any) -> dict:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {"_unparsed": raw}
+    return value if isinstance(value, dict) else {"_value": value}
+
+
+def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
+    """Run every turn of one trial; each turn loops until the model answers without tool calls."""
+    files = FileTools(spec.workdir)
+    adapter = ADAPTERS[backend](spec, spec.base_url)
+    outcome = TrialOutcome(status="ok", versions={"openai": openai.__version__, "anthropic": anthropic.__version__})
+    record_path = spec.out_dir / "sdk_responses.jsonl"
+    outcome.transcripts.append(record_path.name)
+    with JsonlWriter(record_path) as record:
+        for turn in range(len(spec.prompts)):
+            adapter.add_user(_user_text(spec, turn))
+            outcome.turns = turn + 1
+            while True:
+                if outcome.cycles >= spec.max_cycles:
+                    outcome.status, outcome.reason = (
+                        "failed",
+                        f"max_cycles {spec.max_cycles} reached in turn {turn + 1}",
+                    )
+                    return outcome
+                started, t0 = datetime.now(UTC).isoformat(), time.perf_counter()
+                response = adapter.call()
+                record.write(
+                    {
+                        "kit_sdk": 1,
+                        "api": adapter.api,
+                        "turn": turn + 1,
+                        "cycle": outcome.cycles,
+                        "started_at": started,
+                        "wall_s": round(time.perf_counter() - t0, 6),
+                        "response": response.model_dump(mode="json"),
+                    }
+                )
+                outcome.cycles += 1
+                calls, text = adapter.absorb(response)
+                if not calls:
+                    outcome.final_answer = text
+                    break
+                adapter.add_results([(cid, *_execute(files, spec, name, args)) for cid, name, args in calls])
+    return outcome
+
+
+def _execute(files: FileTools, spec: TrialSpec, name: str, args: dict) -> tuple[str, bool]:
+    """(output, is_error) of one tool call; the cache-bust tool answers harmlessly (seed 003)."""
+    if name == spec.cache_bust_tool:
+        return CACHE_BUST_RESULT, False
+    try:
+        return files.call(name, args), False
+    except ToolError as exc:
+        return f"error: {exc}", True

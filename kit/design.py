@@ -1,0 +1,166 @@
+"""Experimental design: arms, interleaved schedules, salts, nonces and trial ids.
+
+Seeds 000, 001 and 003 are the specification. A batch runs every arm ``runs_per_arm`` times,
+run-major (for each run index, every arm once) so both arms see the same provider warmth; orders
+are balanced (``alternate``) or seeded-random; a blocked order re-introduces the time-drift
+confound and is refused unless explicitly allowed. Each (batch, arm, run) gets a nonce that is
+constant within the trial (its own turns still cache against each other) and unique across
+trials and batches (no trial reads another's cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+ORDERS = ("alternate", "random", "blocked")
+ISOLATION_MODES = ("none", "nonce", "cache_bust_tool", "prompt_cache_key", "all")
+PLACEMENTS = ("agents_file", "system", "append_system", "developer_instructions", "user_prefix")
+SESSIONS = ("fresh", "resume")
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class ParamError(ValueError):
+    """A parameter is wrong; the message names it and the accepted values."""
+
+    def __init__(self, name: str, problem: str, accepted: object) -> None:
+        super().__init__(f"parameter {name!r}: {problem}; accepted: {accepted}")
+        self.name = name
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A configuration under test: an instruction, where it goes, and how the session runs."""
+
+    name: str
+    instruction: str = ""
+    placement: Literal["agents_file", "system", "append_system", "developer_instructions", "user_prefix"] = "system"
+    flags: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    session: Literal["fresh", "resume"] = "resume"
+    control: bool = False
+    description: str = ""
+
+    @classmethod
+    def from_dict(cls, name: str, spec: Mapping[str, Any]) -> Arm:
+        known = {f for f in cls.__dataclass_fields__ if f != "name"}
+        unknown = set(spec) - known
+        if unknown:
+            raise ParamError(f"arm_defs.{name}", f"unknown keys {sorted(unknown)}", sorted(known))
+        arm = cls(name=name, **{**spec, "flags": tuple(spec.get("flags", ())), "env": dict(spec.get("env", {}))})
+        _check_choice(f"arm_defs.{name}.placement", arm.placement, PLACEMENTS)
+        _check_choice(f"arm_defs.{name}.session", arm.session, SESSIONS)
+        return arm
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["flags"] = list(self.flags)
+        d["env"] = sorted(self.env)  # names only: values may be secrets
+        return d
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One trial of the schedule, in the order it starts."""
+
+    order_index: int
+    run: int
+    arm: str
+    trial_id: str
+    nonce: str
+
+    @property
+    def cache_bust_tool(self) -> str:
+        return cache_bust_tool_name(self.nonce)
+
+
+def new_salt() -> str:
+    """A fresh random batch salt (recorded in the manifest; reused when a batch resumes)."""
+    return secrets.token_hex(8)
+
+
+def nonce(salt: str, arm: str, run: int) -> str:
+    """H(batch_salt, arm, run): constant within a trial, unique across trials and batches."""
+    return hashlib.sha256(f"{salt}|{arm}|{run}".encode()).hexdigest()[:16]
+
+
+def cache_bust_tool_name(trial_nonce: str) -> str:
+    """``cache_bust_<id>``: at the top of the prefix, so no trial matches another's first tokens."""
+    name = f"cache_bust_{trial_nonce}"
+    assert _TOOL_NAME.match(name), name
+    return name
+
+
+def trial_id(arm: str, run: int) -> str:
+    return f"r{run:02d}-{arm}"
+
+
+def arm_order(arms: list[str], run: int, order: str, seed: int) -> list[str]:
+    """The arms of one run in the order they start."""
+    if order == "alternate":
+        return list(arms) if run % 2 == 0 else list(reversed(arms))
+    if order == "random":
+        rng = _rng(seed, run)
+        shuffled = list(arms)
+        rng.shuffle(shuffled)
+        return shuffled
+    raise ParamError("order", f"{order!r} has no per-run order", ["alternate", "random"])
+
+
+def schedule(
+    arms: list[str], runs_per_arm: int, order: str, salt: str, seed: int = 0, allow_blocked: bool = False
+) -> list[Slot]:
+    """Run-major schedule (or blocked, only with ``allow_blocked``) with per-trial nonces."""
+    _check_choice("order", order, ORDERS)
+    if order == "blocked":
+        if not allow_blocked:
+            raise ParamError(
+                "order",
+                "'blocked' separates arms in time (seed 000: the drift confound); set allow_blocked: true to insist",
+                ["alternate", "random"],
+            )
+        pairs = [(run, arm) for arm in arms for run in range(runs_per_arm)]
+    else:
+        pairs = [(run, arm) for run in range(runs_per_arm) for arm in arm_order(arms, run, order, seed)]
+    return [Slot(i, run, arm, trial_id(arm, run), nonce(salt, arm, run)) for i, (run, arm) in enumerate(pairs)]
+
+
+def same_arm_predecessors(slots: Iterable[Slot]) -> dict[str, int]:
+    """Per arm, how many of its trials directly follow a trial of the same arm (balance check)."""
+    counts: dict[str, int] = {}
+    prev = None
+    for slot in slots:
+        counts.setdefault(slot.arm, 0)
+        if prev == slot.arm:
+            counts[slot.arm] += 1
+        prev = slot.arm
+    return counts
+
+
+def isolation_parts(mode: str) -> set[str]:
+    """Which isolation mechanisms a mode turns on."""
+    _check_choice("isolation", mode, ISOLATION_MODES)
+    if mode == "all":
+        return {"nonce", "cache_bust_tool", "prompt_cache_key"}
+    return set() if mode == "none" else {mode}
+
+
+def prompt_cache_key(batch: str, salt: str, arm: str, run: int) -> str:
+    """Seed 000 §2.3: a fresh key per (batch, arm, run), constant for every turn of the trial."""
+    return f"kit:{batch}:{salt}:{arm}:run{run}"
+
+
+def _check_choice(name: str, value: object, accepted: Iterable[object]) -> None:
+    accepted = list(accepted)
+    if value not in accepted:
+        raise ParamError(name, f"got {value!r}", accepted)
+
+
+def _rng(seed: int, run: int):
+    import random
+
+    return random.Random(int.from_bytes(hashlib.sha256(f"order|{seed}|{run}".encode()).digest()[:8], "big"))

@@ -1,0 +1,72 @@
+"""``python -m kit ping --backend NAME``: one short request through a backend's whole path.
+
+A cheap plumbing check before spending a batch (seed 001's ``ping``): it starts the embedded
+provider (or uses the real endpoint with ``--endpoint real``), sends one prompt through the
+backend exactly as a trial would, and says what answered and with which versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from kit import design
+from kit.agents.base import TrialSpec
+from kit.design import Arm
+from kit.params import BACKENDS
+
+
+def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> dict:
+    """Run a one-prompt trial; return what was reached."""
+    from kit import run
+
+    if backend not in run.RUNNERS:
+        raise SystemExit(f"backend {backend!r} is not available; accepted: {sorted(run.RUNNERS)} (of {list(BACKENDS)})")
+    with tempfile.TemporaryDirectory(prefix="kit-ping-") as tmp:
+        root = Path(tmp)
+        (root / "repo").mkdir()
+        (root / "repo" / "README.md").write_text("ping\n")
+        (root / "out").mkdir()
+        nonce = design.nonce(design.new_salt(), "ping", 0)
+
+        def spec(base_url: str, key: str) -> TrialSpec:
+            return TrialSpec(
+                batch="ping", trial_id="ping", arm=Arm("ping"), run=0, order_index=0, nonce=nonce,
+                isolation=frozenset({"nonce"}), prompt_cache_key=None, prompts=("Reply with the word pong.",),
+                workdir=root / "repo", out_dir=root / "out", base_url=base_url, api_key=key, model=model,
+                max_cycles=2, timeout_s=60,
+            )  # fmt: skip
+
+        if endpoint == "real":
+            url, env = run.REAL[backend]
+
+            outcome = run.RUNNERS[backend](backend, spec(url, os.environ.get(env, "")))
+            reached = url
+        else:
+            from kit.provider import serve
+
+            with serve(profile=run.DEFAULT_PROFILE[backend]) as srv:
+                outcome = run.RUNNERS[backend](backend, spec(f"{srv.base_url}/t/ping", run.EMBEDDED_KEY))
+                reached = f"embedded provider at {srv.base_url} (simulation)"
+    return {
+        "backend": backend,
+        "reached": reached,
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "answer": outcome.final_answer[:200],
+        "versions": outcome.versions,
+    }
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kit ping")
+    ap.add_argument("--backend", required=True, choices=BACKENDS)
+    ap.add_argument("--endpoint", default="embedded", choices=("embedded", "real"))
+    ap.add_argument("--model", default="sim-ping")
+    args = ap.parse_args(argv)
+    result = ping(args.backend, args.endpoint, args.model)
+    for key, value in result.items():
+        print(f"{key:>9}: {value}")
+    return 0 if result["status"] == "ok" else 1

@@ -1,0 +1,101 @@
+"""``python -m kit batch``: the four notebooks through papermill, in order, into the batch folder.
+
+Each stage is executed into ``outputs/<batch>/<stage>.ipynb`` and exported to HTML beside it.
+The first failure stops the pipeline; papermill has already saved the failing notebook with its
+error, and we export that one to HTML too, so the failure is readable where the batch lives.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import papermill
+import yaml
+from nbconvert import HTMLExporter
+from tqdm.auto import tqdm
+
+from kit.redact import redact_text
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+STAGES = ("run", "parse", "analyze", "plot")
+
+
+class StageFailed(RuntimeError):
+    """A notebook failed; ``notebook`` is the executed copy holding the error."""
+
+    def __init__(self, stage: str, notebook: Path, cause: Exception) -> None:
+        super().__init__(f"stage {stage!r} failed; see {notebook} (and .html): {cause}")
+        self.stage, self.notebook = stage, notebook
+
+
+def resolve_value(text: str) -> Any:
+    """papermill's ``-p`` typing: True/False/None, int, float, else the string."""
+    if text in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[text]
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def load_params(file: str | None, yaml_strings: Sequence[str] = (), pairs: Sequence[tuple[str, str]] = ()) -> dict:
+    """Parameters with papermill's precedence: file < yaml strings < -p pairs."""
+    params: dict[str, Any] = {}
+    if file:
+        params.update(yaml.safe_load(Path(file).read_text()) or {})
+    for text in yaml_strings:
+        params.update(yaml.safe_load(text) or {})
+    for key, value in pairs:
+        params[key] = resolve_value(value)
+    return params
+
+
+def new_batch_id(task: str) -> str:
+    return f"{task}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+
+
+def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True, timeout_s: int | None = None) -> Path:
+    """Run the stages in order; return the batch folder. Raises ``StageFailed`` at the first failure."""
+    params = dict(params)
+    params["outputs_dir"] = str(Path(params.get("outputs_dir") or "outputs").resolve())
+    if not params.get("batch"):
+        params["batch"] = new_batch_id(str(params.get("task", "batch")))
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(params["batch"])):
+        raise ValueError(f"parameter 'batch': {params['batch']!r} is not a folder name; accepted: letters, digits, -_.")
+    folder = Path(params["outputs_dir"]) / params["batch"]
+    folder.mkdir(parents=True, exist_ok=True)
+    for stage in tqdm(stages, desc=f"batch {params['batch']}", unit="notebook", disable=not progress):
+        out = folder / f"{stage}.ipynb"
+        try:
+            papermill.execute_notebook(
+                str(NOTEBOOKS / f"{stage}.ipynb"),
+                str(out),
+                parameters=params,
+                cwd=str(ROOT),
+                progress_bar=False,
+                execution_timeout=timeout_s,
+                kernel_name="python3",
+            )
+        except Exception as exc:
+            if out.exists():
+                export_html(out)
+            raise StageFailed(stage, out, exc) from exc
+        export_html(out)
+    return folder
+
+
+def export_html(notebook: Path) -> Path:
+    """The executed notebook as HTML for write-ups (images embedded; secrets redacted)."""
+    nb = nbformat.read(notebook, as_version=4)
+    html, _ = HTMLExporter(embed_images=True).from_notebook_node(nb)
+    target = notebook.with_suffix(".html")
+    target.write_text(redact_text(html))
+    return target

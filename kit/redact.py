@@ -1,0 +1,44 @@
+"""Secrets never reach outputs: redaction for manifests, metas, logs and command lines.
+
+Anything in the environment whose name looks like a credential is a secret; its *value* is
+scrubbed from every string we write, and key-like tokens (``sk-…``) are scrubbed by shape too,
+so a key passed on a command line or echoed by a CLI is caught even when it is not in the env.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH)", re.IGNORECASE)
+KEY_SHAPE = re.compile(r"\b(sk-(?:proj-|ant-(?:api\d\d-)?)?[A-Za-z0-9_\-]{16,})")
+MASK = "[REDACTED]"
+
+
+def secret_values(env: dict[str, str] | None = None) -> list[str]:
+    """Values of credential-named variables (longest first, so overlaps redact fully)."""
+    env = os.environ if env is None else env
+    values = {v for k, v in env.items() if SECRET_NAME.search(k) and v and len(v) >= 6}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact_text(text: str, secrets: list[str] | None = None) -> str:
+    for value in secret_values() if secrets is None else secrets:
+        text = text.replace(value, MASK)
+    return KEY_SHAPE.sub(MASK, text)
+
+
+def redact(obj: Any, secrets: list[str] | None = None) -> Any:
+    """A copy of ``obj`` (JSON-like) with secret values and key-shaped strings masked."""
+    secrets = secret_values() if secrets is None else secrets
+    if isinstance(obj, str):
+        return redact_text(obj, secrets)
+    if isinstance(obj, dict):
+        return {
+            k: (MASK if SECRET_NAME.search(str(k)) and isinstance(v, str) else redact(v, secrets))
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list | tuple):
+        return [redact(v, secrets) for v in obj]
+    return obj

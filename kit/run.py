@@ -1,0 +1,322 @@
+"""The run stage: turn arms into interleaved, isolated trials and record everything raw.
+
+``run_batch`` is what ``notebooks/run.ipynb`` calls. It is resumable: re-running a batch skips
+trials whose ``meta.json`` exists (a trial writes it last), moves an interrupted trial's partial
+folder aside untouched and runs it again, and reruns failed trials only with ``retry_failed``.
+A failed trial is recorded with its reason, never dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import string
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from tqdm.auto import tqdm
+
+from kit import design, provenance, tasks
+from kit.agents import sdk
+from kit.agents.base import TrialOutcome, TrialSpec
+from kit.design import Arm, ParamError, Slot
+from kit.layout import BatchDir, sha256_tree, write_json, write_text
+from kit.params import RUN, validate
+from kit.redact import redact
+
+EMBEDDED_KEY = "kit-embedded-placeholder"  # not a secret: the embedded provider ignores it
+REAL = {
+    "sdk-openai": ("https://api.openai.com", "OPENAI_API_KEY"),
+    "sdk-anthropic": ("https://api.anthropic.com", "ANTHROPIC_API_KEY"),
+}
+DEFAULT_PROFILE = {"sdk-openai": "openai-implicit", "sdk-anthropic": "anthropic"}
+RUNNERS = {"sdk-openai": sdk.run_trial, "sdk-anthropic": sdk.run_trial}
+# Parameters that define a batch: a resumed batch must match them exactly.
+IDENTITY = (
+    "task",
+    "arms",
+    "runs_per_arm",
+    "order",
+    "backend",
+    "endpoint",
+    "model",
+    "isolation",
+    "seed",
+    "task_options",
+)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    params: dict[str, Any]
+    pack: tasks.TaskPack
+    arms: dict[str, Arm]
+
+    @property
+    def batch_dir(self) -> BatchDir:
+        return BatchDir(Path(self.params["outputs_dir"]) / self.params["batch"])
+
+
+def configure(values: dict[str, Any]) -> RunConfig:
+    """Validate the run notebook's parameters; fail fast, naming the parameter and what it accepts."""
+    params = validate(values, RUN)
+    if params["backend"] not in RUNNERS:
+        raise ParamError("backend", f"{params['backend']!r} is not available in this version", sorted(RUNNERS))
+    pack = tasks.get(params["task"], **params["task_options"])
+    arms = dict(pack.arms())
+    for name, spec in params["arm_defs"].items():
+        base = arms.get(name)
+        merged = {**(base.to_dict() if base else {}), **spec}
+        merged.pop("name", None)
+        merged["env"] = {**(dict(base.env) if base else {}), **spec.get("env", {})}
+        arms[name] = Arm.from_dict(name, merged)
+    unknown = [a for a in params["arms"] if a not in arms]
+    if unknown:
+        raise ParamError("arms", f"unknown arm(s) {unknown} for task {params['task']!r}", sorted(arms))
+    design.schedule(params["arms"], 1, params["order"], "check", params["seed"], params["allow_blocked"])
+    if not params["batch"]:
+        params["batch"] = f"{params['task']}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+    if params["profile"] is None:
+        params["profile"] = DEFAULT_PROFILE[params["backend"]]
+    return RunConfig(params, pack, arms)
+
+
+def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
+    """Run (or resume) the batch; returns its folder."""
+    bd = cfg.batch_dir
+    bd.raw.mkdir(parents=True, exist_ok=True)
+    manifest = _open_manifest(cfg, bd)
+    slots = [Slot(**s) for s in manifest["schedule"]]
+    todo = [s for s in slots if _needs_run(bd, s, cfg.params["retry_failed"])]
+    workdirs = _prepare_workdirs(cfg, bd)
+    with _provider(cfg, bd) as (base_url, log_path):
+        counters = {"failed": 0, "tokens": 0}
+        bar = tqdm(
+            total=len(slots),
+            initial=len(slots) - len(todo),
+            desc=cfg.params["batch"],
+            unit="trial",
+            disable=not progress,
+        )
+        lock = threading.Lock()
+
+        def one(slot: Slot) -> None:
+            meta = _run_trial(cfg, bd, slot, workdirs[slot.arm], base_url, log_path)
+            with lock:
+                counters["failed"] += meta["status"] != "ok"
+                counters["tokens"] += meta.get("total_tokens") or 0
+                bar.set_postfix(failed=counters["failed"], tokens=counters["tokens"])
+                bar.update(1)
+
+        with ThreadPoolExecutor(max_workers=cfg.params["concurrency"]) as pool:
+            for future in [pool.submit(one, s) for s in todo]:  # submitted (and started) in schedule order
+                future.result()
+        bar.close()
+    manifest.update(ended_at=_now(), status="complete", raw_sha256=sha256_tree(bd.raw))
+    write_json(bd.manifest, redact(manifest))
+    return bd.root
+
+
+def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
+    p = cfg.params
+    if bd.manifest.exists():
+        manifest = bd.read_manifest()
+        old = manifest["params"]
+        changed = [k for k in IDENTITY if old.get(k) != p[k]]
+        if changed:
+            raise ParamError(
+                changed[0],
+                f"batch {p['batch']!r} exists with {changed[0]}={old.get(changed[0])!r}",
+                "the batch's own value",
+            )
+        manifest["resumed_at"] = [*manifest.get("resumed_at", []), _now()]
+    else:
+        salt = design.new_salt()
+        slots = design.schedule(p["arms"], p["runs_per_arm"], p["order"], salt, p["seed"], p["allow_blocked"])
+        manifest = {
+            "kit_manifest": 1,
+            "batch": p["batch"],
+            "salt": salt,
+            "params": p,
+            "simulated": p["endpoint"] == "embedded",
+            "blocked": p["order"] == "blocked",
+            "task": cfg.pack.describe(),
+            "arms": {a: cfg.arms[a].to_dict() for a in p["arms"]},
+            "isolation_parts": sorted(design.isolation_parts(p["isolation"])),
+            "schedule": [s.__dict__ for s in slots],
+            "same_arm_predecessors": design.same_arm_predecessors(slots),
+            "started_at": _now(),
+        }
+    manifest.update(status="running", versions=provenance.versions())
+    write_json(bd.manifest, redact(manifest))
+    return manifest
+
+
+def _needs_run(bd: BatchDir, slot: Slot, retry_failed: bool) -> bool:
+    meta = bd.trial(slot.trial_id) / "meta.json"
+    if not meta.exists():
+        return True
+    return retry_failed and orjson.loads(meta.read_bytes()).get("status") != "ok"
+
+
+def _set_aside(bd: BatchDir, tdir: Path, why: str) -> None:
+    """Move an earlier attempt's folder aside, unmodified (raw files are never edited or deleted)."""
+    target = bd.raw / f"_{why}" / tdir.name
+    n = 1
+    while target.with_name(f"{tdir.name}.{n}").exists():
+        n += 1
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tdir, target.with_name(f"{tdir.name}.{n}"))
+
+
+def _prepare_workdirs(cfg: RunConfig, bd: BatchDir) -> dict[str, Path]:
+    """One fixture copy per arm at an anonymised path (work/repo_a, work/repo_b …; seed 001)."""
+    out = {}
+    for letter, arm_name in zip(string.ascii_lowercase, cfg.params["arms"], strict=False):
+        wd = bd.work / f"repo_{letter}"
+        if not wd.exists():
+            tmp = bd.work / f".repo_{letter}.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            cfg.pack.prepare(tmp)
+            arm = cfg.arms[arm_name]
+            if arm.placement == "agents_file" and arm.instruction:
+                for name in ("AGENTS.md", "CLAUDE.md"):
+                    (tmp / name).write_text(arm.instruction + "\n")
+            os.replace(tmp, wd)
+        out[arm_name] = wd
+    return out
+
+
+@contextlib.contextmanager
+def _provider(cfg: RunConfig, bd: BatchDir) -> Iterator[tuple[str, Path | None]]:
+    p = cfg.params
+    if p["endpoint"] == "real":
+        yield REAL[p["backend"]][0], None
+        return
+    from kit.provider import serve
+
+    log_path = bd.raw / "_provider" / "requests.jsonl"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with serve(
+        profile=p["profile"], policy=cfg.pack.policy(), seed=p["seed"], log_path=log_path, survival=p["survival"]
+    ) as srv:
+        yield srv.base_url, log_path
+
+
+def _api_key(cfg: RunConfig) -> str:
+    if cfg.params["endpoint"] == "embedded":
+        return EMBEDDED_KEY
+    env = REAL[cfg.params["backend"]][1]
+    key = os.environ.get(env)
+    if not key:
+        raise ParamError("endpoint", f"'real' needs {env} in the environment", ["embedded", "real (with the key set)"])
+    return key
+
+
+def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url: str, log_path: Path | None) -> dict:
+    p = cfg.params
+    tdir = bd.trial(slot.trial_id)
+    if tdir.exists():
+        failed = (tdir / "meta.json").exists()
+        _set_aside(bd, tdir, "failed" if failed else "incomplete")
+    tdir.mkdir(parents=True)
+    parts = design.isolation_parts(p["isolation"])
+    if cfg.arms[slot.arm].control:
+        parts = set()  # the non-isolated control: same code path, isolation off
+    embedded = p["endpoint"] == "embedded"
+    spec = TrialSpec(
+        batch=p["batch"],
+        trial_id=slot.trial_id,
+        arm=cfg.arms[slot.arm],
+        run=slot.run,
+        order_index=slot.order_index,
+        nonce=slot.nonce,
+        isolation=frozenset(parts),
+        prompt_cache_key=design.prompt_cache_key(p["batch"], slot.nonce, slot.arm, slot.run)
+        if "prompt_cache_key" in parts
+        else None,
+        prompts=tuple(cfg.pack.prompts()),
+        workdir=workdir,
+        out_dir=tdir,
+        base_url=f"{base_url}/t/{slot.trial_id}" if embedded else base_url,
+        api_key=_api_key(cfg),
+        model=p["model"],
+        max_cycles=p["max_cycles"],
+        timeout_s=p["timeout_s"],
+    )
+    offset = log_path.stat().st_size if log_path and log_path.exists() else 0
+    started, t0 = _now(), time.perf_counter()
+    try:
+        outcome = RUNNERS[p["backend"]](p["backend"], spec)
+    except Exception as exc:  # a failed trial is recorded, never dropped
+        outcome = TrialOutcome(status="failed", reason=f"{type(exc).__name__}: {exc}")
+        write_text(tdir / "error.txt", traceback.format_exc())
+    wall = time.perf_counter() - t0
+    total = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl") if log_path else None
+    grade = cfg.pack.grade(outcome.final_answer) if outcome.status == "ok" else None
+    write_text(tdir / "answer.md", outcome.final_answer)
+    meta = {
+        "kit_trial": 1,
+        "batch": p["batch"],
+        "trial_id": slot.trial_id,
+        "arm": slot.arm,
+        "run": slot.run,
+        "order_index": slot.order_index,
+        "nonce": slot.nonce,
+        "isolation": sorted(parts),
+        "control": cfg.arms[slot.arm].control,
+        "prompt_cache_key": spec.prompt_cache_key,
+        "cache_bust_tool": spec.cache_bust_tool,
+        "backend": p["backend"],
+        "endpoint": p["endpoint"],
+        "model": p["model"],
+        "simulated": embedded,
+        "workdir": str(workdir.relative_to(bd.root)),
+        "command": outcome.command,
+        "versions": outcome.versions,
+        "started_at": started,
+        "ended_at": _now(),
+        "wall_s": round(wall, 4),
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "turns": outcome.turns,
+        "cycles": outcome.cycles,
+        "grade": grade.score if grade else None,
+        "grade_detail": grade.detail if grade else "",
+        "transcripts": [*outcome.transcripts, *(["provider_log.jsonl"] if log_path else [])],
+        "total_tokens": total,
+    }
+    write_json(tdir / "meta.json", redact(meta))  # written last: its presence marks the trial complete
+    return meta
+
+
+def _copy_log_lines(log_path: Path, offset: int, trial_id: str, dest: Path) -> int:
+    """Copy this trial's provider-log lines (written since ``offset``); return its total tokens."""
+    needle = f'"trial_id":"{trial_id}"'.encode()
+    total, lines = 0, []
+    with log_path.open("rb") as fh:
+        fh.seek(offset)
+        for line in fh:
+            if needle in line:
+                lines.append(line)
+                usage = orjson.loads(line).get("usage") or {}
+                total += (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)
+    dest.write_bytes(b"".join(lines))
+    return total
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+__all__ = ["RunConfig", "configure", "run_batch"]
