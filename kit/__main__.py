@@ -21,10 +21,11 @@ def _batch(argv: list[str]) -> int:
     except pipeline.StageFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    from kit import report
+    from kit import publish
 
     print(f"batch folder: {folder}")
-    print(report.headline_for(folder))
+    if "analyze" in args.stages:
+        print(publish.headline_for(folder))
     return 0
 
 

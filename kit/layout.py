@@ -101,3 +101,25 @@ def sha256_tree(root: Path) -> dict[str, str]:
                 h.update(chunk)
         out[str(path.relative_to(root))] = h.hexdigest()
     return out
+
+
+def batch_path(batch_dir: str | None, outputs_dir: str, batch: str | None) -> Path:
+    """The batch folder a notebook works on: ``batch_dir`` if given, else ``outputs_dir/batch``."""
+    if batch_dir:
+        path = Path(batch_dir)
+    elif batch:
+        path = Path(outputs_dir) / batch
+    else:
+        raise ValueError("parameter 'batch': missing; accepted: a batch name under outputs_dir, or batch_dir")
+    if not path.is_dir():
+        raise ValueError(f"parameter 'batch_dir': {str(path)!r} is not a folder; accepted: an existing batch folder")
+    return path
+
+
+def batch_paths(batch_dirs: list[str] | None, outputs_dir: str, batch: str | None) -> list[Path]:
+    """Several batch folders (for cross-batch analysis), defaulting to the one batch."""
+    if batch_dirs is None:
+        return [batch_path(None, outputs_dir, batch)]
+    if not isinstance(batch_dirs, list) or not batch_dirs:
+        raise ValueError("parameter 'batch_dirs': accepted: a non-empty list of batch folder paths, or None")
+    return [batch_path(p, outputs_dir, None) for p in batch_dirs]

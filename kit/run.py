@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pandas as pd
 from tqdm.auto import tqdm
 
 from kit import design, provenance, tasks
@@ -320,3 +321,11 @@ def _now() -> str:
 
 
 __all__ = ["RunConfig", "configure", "run_batch"]
+
+
+def summary(batch_dir: Path) -> pd.DataFrame:
+    """One line per trial in schedule order: what the run notebook shows when it ends."""
+    cols = ["order_index", "trial_id", "arm", "run", "status", "reason", "cycles", "total_tokens", "grade", "wall_s"]
+    rows = [orjson.loads((d / "meta.json").read_bytes()) for d in BatchDir(Path(batch_dir)).trial_dirs()]
+    df = pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
+    return df.sort_values("order_index").reset_index(drop=True)

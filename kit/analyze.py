@@ -1,0 +1,176 @@
+"""The analyze stage: trials of one or more batches into honest ratios under ``analysis/``.
+
+Seed 000 is the specification: total tokens is the headline; uncached tokens are a separate
+figure carrying each arm's observed hit rate; a deterministic structural-cache figure is computed
+from the prompts themselves; the warmth sweep replays the recorded requests through the same
+cache engine the provider uses, so a reader sees that one uncached ratio is a point on a curve.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+
+from kit import cachemodel, metrics, pricing, stats
+from kit.layout import BatchDir, write_json, write_table
+
+RATIO_METRICS = ["total_tokens", "uncached_input_tokens", "structural_uncached", "cycles", "output_tokens"]
+PRICED = ["cost_usd", "credits"]
+
+
+def load(batch_dirs: list[Path]) -> dict[str, Any]:
+    """Tables and manifests of every batch, concatenated."""
+    trials, requests, segments, manifests = [], [], [], []
+    for path in batch_dirs:
+        bd = BatchDir(Path(path))
+        if not (bd.tables / "trials.parquet").exists():
+            raise FileNotFoundError(f"{bd.tables / 'trials.parquet'}: missing; run the parse stage on {bd.root} first")
+        trials.append(pd.read_parquet(bd.tables / "trials.parquet"))
+        requests.append(pd.read_parquet(bd.tables / "requests.parquet"))
+        segments.append(pd.read_parquet(bd.tables / "segments.parquet"))
+        manifests.append(bd.read_manifest())
+    return {
+        "trials": pd.concat(trials, ignore_index=True),
+        "requests": pd.concat(requests, ignore_index=True),
+        "segments": pd.concat(segments, ignore_index=True),
+        "manifests": manifests,
+    }
+
+
+def design_of(manifests: list[dict]) -> dict[str, Any]:
+    """The design facts every figure and the report state (schedule, isolation, versions, …)."""
+    first = manifests[0]
+    p = first["params"]
+    return {
+        "batch": [m["batch"] for m in manifests] if len(manifests) > 1 else first["batch"],
+        "task": p["task"],
+        "arms": p["arms"],
+        "runs_per_arm": p["runs_per_arm"],
+        "order": p["order"],
+        "schedule": p["order"] + (" (BLOCKED: arms separated in time)" if first.get("blocked") else ", run-major"),
+        "isolation": p["isolation"],
+        "isolation_parts": first.get("isolation_parts", []),
+        "backend": p["backend"],
+        "endpoint": p["endpoint"],
+        "model": p["model"],
+        "profile": p.get("profile"),
+        "simulated": any(m.get("simulated") for m in manifests),
+        "true_effect": first.get("task", {}).get("true_effect"),
+        "versions": first.get("versions", {}),
+        "salts": [m["salt"] for m in manifests],
+    }
+
+
+def _structural(trials: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
+    if segments.empty:
+        return trials.assign(structural_uncached=pd.NA)
+    seg = segments.assign(segments=segments["segments_json"].map(orjson.loads))
+    per_request = cachemodel.structural(seg)
+    per_trial = per_request.groupby(["batch", "trial_id"])["structural_uncached"].sum().rename("structural_uncached")
+    return trials.merge(per_trial.reset_index(), on=["batch", "trial_id"], how="left")
+
+
+def _priced(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    out = trials.copy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for card, column in (("usd", "cost_usd"), ("credits", "credits")):
+            keyed = requests.assign(trial_id=requests["batch"] + "/" + requests["trial_id"])
+            per_trial = pricing.price_by_trial(keyed, card) if len(keyed) else pd.Series(dtype="Float64")
+            out[column] = (out["batch"] + "/" + out["trial_id"]).map(per_trial).astype("Float64")
+    out.attrs["pricing_warnings"] = sorted({str(w.message) for w in caught})
+    return out
+
+
+def observed(trials: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """One point per batch: both arms' observed hit rates and the uncached and total ratios."""
+    rows = []
+    ok = trials[trials["status"] == "ok"]
+    for batch, g in ok.groupby("batch", sort=True):
+        ga, gb = g[g["arm"] == a], g[g["arm"] == b]
+        if ga.empty or gb.empty:
+            continue
+        rows.append(
+            {
+                "batch": batch,
+                "arm_a": a,
+                "arm_b": b,
+                "hit_rate_a": stats.hit_rate(ga),
+                "hit_rate_b": stats.hit_rate(gb),
+                "uncached_ratio": ga["uncached_input_tokens"].mean() / gb["uncached_input_tokens"].mean(),
+                "total_ratio": ga["total_tokens"].mean() / gb["total_tokens"].mean(),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["batch", "arm_a", "arm_b", "hit_rate_a", "hit_rate_b", "uncached_ratio", "total_ratio"]
+    )
+
+
+def analyze_batches(
+    batch_dirs: list[Path],
+    *,
+    baseline: str | None = None,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    allow_stitch: bool = False,
+    warmth_levels: int = 21,
+    window_tokens: int = 200_000,
+    seed: int = 0,
+    out_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Compute and write ``analysis/*.csv`` (into the first batch unless ``out_dir``)."""
+    data = load(batch_dirs)
+    design = design_of(data["manifests"])
+    arms = list(design["arms"])
+    baseline = baseline or arms[0]
+    if baseline not in arms:
+        raise ValueError(f"parameter 'baseline': {baseline!r} is not an arm of the batch; accepted: {arms}")
+    trials = _priced(_structural(data["trials"], data["segments"]), data["requests"])
+    metrics_used = [*RATIO_METRICS, *[c for c in PRICED if trials[c].notna().any()]]
+    if trials["grade"].notna().any():
+        metrics_used.append("grade")
+    opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed, "allow_stitch": allow_stitch}
+    ratios = stats.ratios(trials, baseline, arms, metrics_used, **opts)
+    ratios["simulated"] = design["simulated"]
+    others = [a for a in arms if a != baseline]
+    sweep = data["segments"].assign(segments=data["segments"]["segments_json"].map(orjson.loads))
+    warmth = cachemodel.warmth_sweep(
+        sweep, (others[0], baseline), levels=warmth_levels, profile=design["profile"] or "openai-implicit", seed=seed
+    )
+    result = {
+        "design": design,
+        "trials": trials,
+        "ratios": ratios,
+        "arms": metrics.arm_summary(trials, metrics_used, confidence=confidence, seed=seed, n_resamples=n_resamples),
+        "headline": metrics.headline(trials, baseline, ratios, confidence=confidence, seed=seed),
+        "warmth": warmth,
+        "observed": observed(trials, others[0], baseline),
+        "warnings": _warnings(trials, ratios, design) + trials.attrs.get("pricing_warnings", []),
+        "window_tokens": window_tokens,
+    }
+    folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
+    for name in ("trials", "ratios", "arms", "headline", "warmth", "observed"):
+        write_table(folder / f"{name}.csv", result[name])
+    write_json(folder / "design.json", {**design, "warnings": result["warnings"], "baseline": baseline})
+    return result
+
+
+def _warnings(trials: pd.DataFrame, ratios: pd.DataFrame, design: dict) -> list[str]:
+    out = []
+    if design["simulated"]:
+        out.append("SIMULATION: embedded provider with a scripted model; these are not a real model's costs.")
+    if "BLOCKED" in design["schedule"]:
+        out.append("Blocked schedule: arms ran in separate time blocks, so provider-cache drift is confounded.")
+    failed = trials[trials["status"] != "ok"]
+    if len(failed):
+        per_arm = failed.groupby("arm").size().to_dict()
+        out.append(f"{len(failed)} failed trial(s) excluded from ratios: {per_arm}")
+    if ratios["small_n"].any():
+        out.append("Small sample: fewer than 5 finished trials in an arm; treat intervals as rough.")
+    if (ratios["label"] == "cross-run stitch").any():
+        out.append("Cross-run stitch: some ratios divide arms measured in different batches.")
+    return out
