@@ -1,0 +1,622 @@
+"""Figures of a batch, drawn from the analysis tables (tables_spec.md) and nothing else.
+
+Why this shape: every figure has to carry its own context, because figures travel alone (pasted into
+an issue, a slide, a PR). So each one states the batch id(s), the schedule, the isolation and n per
+arm, carries its uncertainty, and says "SIMULATION" when the embedded provider produced the numbers.
+Total tokens and uncached tokens are never blended: uncached appears only with its observed hit rates
+or on the warmth curve that shows why one uncached ratio is just one point (seed 000 §1.3).
+
+Figures are built on ``matplotlib.figure.Figure`` directly, not pyplot: no global state, no backend
+choice, nothing to close, and Jupyter's inline formatter still renders a returned Figure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, PercentFormatter
+from scipy import stats
+
+SIMULATION_CAPTION = "SIMULATION (embedded provider) — not a real model's cost"
+# Colour-blind-safe qualitative palette without its grey, which is kept for reference lines.
+ARM_PALETTE = [c for c in sns.color_palette("colorblind").as_hex() if c != "#949494"]
+CATEGORY_PALETTE = sns.color_palette("Set2").as_hex()
+REFERENCE_COLOR = "#555555"
+METRIC_LABELS = {
+    "total_tokens": "total tokens",
+    "uncached_input_tokens": "uncached tokens",
+    "structural_uncached": "structural uncached (modelled)",
+    "cycles": "cycles",
+    "output_tokens": "output tokens",
+    "cost_usd": "cost (USD)",
+    "credits": "credits",
+    "grade": "grade",
+}
+_BATCH_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+
+
+# ---------------------------------------------------------------- colours and captions
+
+
+def _hash_colors(names: Iterable[str], palette: list[str]) -> dict[str, str]:
+    """Name -> colour from a stable hash (not Python's salted ``hash``), probing on a collision.
+
+    Probing runs over the sorted names, so a given set of names always gets the same colours; a name
+    keeps its hashed colour in every figure and batch unless another name in the same set hashed to it.
+    """
+    colors: dict[str, str] = {}
+    for name in sorted({str(n) for n in names}):
+        index = int(hashlib.sha256(name.encode()).hexdigest(), 16) % len(palette)
+        taken = set(colors.values())
+        for step in range(len(palette)):
+            candidate = palette[(index + step) % len(palette)]
+            if candidate not in taken:
+                break
+        colors[name] = candidate
+    return colors
+
+
+def arm_colors(arms: Iterable[str]) -> dict[str, str]:
+    """Fixed colour per arm name, the same in every figure and every batch (hex strings)."""
+    return _hash_colors(arms, ARM_PALETTE)
+
+
+def _figure_arms(design: dict, *frames_columns: Iterable) -> list[str]:
+    """Every arm a figure may colour: the design's arms plus those in the data, so colours agree."""
+    arms = {str(a) for a in design.get("arms", []) or []}
+    for values in frames_columns:
+        arms.update(str(v) for v in values if pd.notna(v))
+    return sorted(arms)
+
+
+def _batches_text(design: dict, data_batches: Iterable | None = None) -> str:
+    batch = design.get("batch")
+    if batch is None and data_batches is not None:
+        batch = sorted({str(b) for b in data_batches if pd.notna(b)})
+    if isinstance(batch, list | tuple):
+        return f"batches {', '.join(map(str, batch))}" if len(batch) != 1 else f"batch {batch[0]}"
+    return f"batch {batch}" if batch else "batch (not given)"
+
+
+def n_per_arm(design: dict) -> dict[str, int] | int | None:
+    """n per arm as the design states it (``n_per_arm``, ``n`` or ``runs_per_arm``), else None."""
+    for key in ("n_per_arm", "n", "runs_per_arm"):
+        if design.get(key) is not None:
+            return design[key]
+    return None
+
+
+def _n_text(n: dict[str, int] | int | None) -> str:
+    if n is None:
+        return "n per arm not given"
+    if isinstance(n, dict):
+        values = set(n.values())
+        if len(values) == 1:
+            return f"n = {values.pop()} per arm"
+        return "n = " + ", ".join(f"{v} ({a})" for a, v in n.items())
+    return f"n = {n} per arm"
+
+
+def design_line(design: dict, n: dict[str, int] | int | None = None, data_batches: Iterable | None = None) -> str:
+    """One line of design facts: batch id(s), schedule, isolation, n per arm (data's n wins over design's)."""
+    schedule = design.get("schedule") or design.get("order") or "not given"
+    isolation = design.get("isolation") or "not given"
+    n = n if n is not None else n_per_arm(design)
+    return f"{_batches_text(design, data_batches)} · schedule {schedule} · isolation {isolation} · {_n_text(n)}"
+
+
+def _finish(fig: Figure, title: str, design: dict, n=None, data_batches=None, notes: Iterable[str] = ()) -> Figure:
+    """Title, design subtitle, notes and the simulation caption, laid out around the axes."""
+    subtitle = textwrap.fill(design_line(design, n, data_batches), 120)
+    footer = [textwrap.fill(note, 140) for note in notes if note]
+    sim = bool(design.get("simulated"))
+    top = 1 - (0.55 + 0.28 * subtitle.count("\n")) / fig.get_figheight()
+    bottom_lines = sum(f.count("\n") + 1 for f in footer) + (1 if sim else 0)
+    bottom = min(0.3, (0.12 + 0.2 * bottom_lines) / fig.get_figheight())
+    fig.tight_layout(rect=(0, bottom, 1, top))
+    fig.suptitle(title, y=1 - 0.12 / fig.get_figheight(), va="top", fontsize=12, fontweight="bold")
+    fig.text(0.5, 1 - 0.4 / fig.get_figheight(), subtitle, ha="center", va="top", fontsize=8.5, color="#333333")
+    y = 0.06 / fig.get_figheight()
+    if sim:
+        fig.text(0.5, y, SIMULATION_CAPTION, ha="center", va="bottom", fontsize=9, color="#b00020", fontweight="bold")
+        y += 0.2 / fig.get_figheight()
+    for note in reversed(footer):
+        fig.text(0.5, y, note, ha="center", va="bottom", fontsize=7.5, color="#444444")
+        y += 0.2 * (note.count("\n") + 1) / fig.get_figheight()
+    return fig
+
+
+def _empty(ax: Axes, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="#666666")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _thousands(ax: Axes, axis: str = "y") -> None:
+    """Token axes in plain thousands (y) or compact k/M (x, where labels sit side by side)."""
+    if axis == "y":
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
+        return
+    ax.xaxis.set_major_locator(MaxNLocator(6))
+    ax.xaxis.set_major_formatter(
+        FuncFormatter(
+            lambda v, _pos: f"{v / 1e6:g}M" if abs(v) >= 1e6 else f"{v / 1e3:g}k" if abs(v) >= 1e3 else f"{v:g}"
+        )
+    )
+
+
+def _require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing columns {missing} (tables_spec.md); got {list(df.columns)}")
+
+
+def _ok_trials(trials: pd.DataFrame) -> pd.DataFrame:
+    if "status" not in trials.columns:
+        return trials
+    return trials[trials["status"].astype("string").fillna("ok") == "ok"]
+
+
+def _data_n(df: pd.DataFrame) -> dict[str, int]:
+    return {str(arm): len(g) for arm, g in df.groupby("arm", sort=True)}
+
+
+def save(fig: Figure, folder: str | Path, name: str) -> tuple[Path, Path]:
+    """Write ``name.png`` (dpi 120) and ``name.svg`` into ``folder``; returns (png, svg).
+
+    SVG metadata and ids are pinned so re-running the plot stage on a snapshot gives identical files.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    png, svg = folder / f"{name}.png", folder / f"{name}.svg"
+    fig.savefig(png, dpi=120, format="png", metadata={"Software": None})
+    with matplotlib.rc_context({"svg.hashsalt": "agent-ab-kit"}):
+        fig.savefig(svg, format="svg", metadata={"Date": None})
+    return png, svg
+
+
+# ---------------------------------------------------------------- warmth
+
+
+def warmth_vs_ratio(warmth: pd.DataFrame, observed: pd.DataFrame, design: dict) -> Figure:
+    """The uncached ratio as a function of cache warmth, with each observed batch as one point on it.
+
+    Why: the same code gives different uncached ratios at different warmth (seed 000 §1.3). The replayed
+    curve shows the whole line, the cold end equals the total-token ratio, and the observed batches show
+    where on the line this experiment happened to sample.
+    """
+    fig = Figure(figsize=(8, 5.4))
+    ax = fig.add_subplot()
+    arms = _figure_arms(
+        design,
+        *(frame[c] for frame in (warmth, observed) for c in ("arm_a", "arm_b") if c in frame.columns),
+    )
+    colors = arm_colors(arms)
+    notes = ["x = mean of the two arms' cache hit rates; band = bootstrap CI of the replayed ratio"]
+    if warmth.empty:
+        notes.append("no warmth sweep in this analysis")
+    else:
+        # tables_spec names the band lower/upper; kit.cachemodel.warmth_sweep writes ratio_lower/ratio_upper.
+        warmth = warmth.rename(columns={"ratio_lower": "lower", "ratio_upper": "upper"})
+        _require(warmth, ["hit_rate_a", "hit_rate_b", "ratio", "lower", "upper", "total_ratio"], "warmth")
+        pairs = warmth.groupby(["arm_a", "arm_b"], sort=True) if "arm_a" in warmth.columns else [(("a", "b"), warmth)]
+        for (arm_a, arm_b), curve in pairs:
+            curve = curve.assign(x=(curve["hit_rate_a"] + curve["hit_rate_b"]) / 2).sort_values("x")
+            color = colors.get(str(arm_a), ARM_PALETTE[0])
+            x = curve["x"].to_numpy(float)
+            ax.fill_between(
+                x, curve["lower"].to_numpy(float), curve["upper"].to_numpy(float), color=color, alpha=0.25, lw=0
+            )
+            ax.plot(x, curve["ratio"].to_numpy(float), color=color, lw=2, label=f"replayed {arm_a} / {arm_b}")
+            total = float(np.nanmedian(curve["total_ratio"].to_numpy(float)))
+            ax.axhline(total, color=REFERENCE_COLOR, ls="--", lw=1.2, label="total-token ratio (cold end)")
+            ax.annotate(
+                f"total-token ratio (cold end) {total:.2f}",
+                (0.01, total),
+                xycoords=("axes fraction", "data"),
+                xytext=(0, 4),
+                textcoords="offset points",
+                fontsize=8,
+                color=REFERENCE_COLOR,
+            )
+    if not observed.empty:
+        _require(observed, ["batch", "hit_rate_a", "hit_rate_b", "uncached_ratio"], "observed")
+        x = ((observed["hit_rate_a"] + observed["hit_rate_b"]) / 2).to_numpy(float)
+        y = observed["uncached_ratio"].to_numpy(float)
+        ax.scatter(x, y, marker="D", s=46, color="black", zorder=4, label="observed batches")
+        for xi, yi, batch in zip(x, y, observed["batch"].astype(str), strict=True):
+            ax.annotate(batch, (xi, yi), xytext=(5, 5), textcoords="offset points", fontsize=8)
+    ax.set_xlim(0, 1)
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_xlabel("cache hit rate (warmth)")
+    ax.set_ylabel("uncached-token ratio (a / b)")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=8)
+    return _finish(fig, "Uncached-token ratio vs cache warmth", design, notes=notes)
+
+
+# ---------------------------------------------------------------- ratios
+
+
+def _ratios_n(ratios: pd.DataFrame) -> dict[str, int] | None:
+    """n per arm as the ratio rows report it (the n behind the estimates), if they carry it."""
+    if ratios.empty or not {"arm", "baseline", "n_arm", "n_baseline"} <= set(ratios.columns):
+        return None
+    n: dict[str, int] = {}
+    for _, row in ratios.iterrows():
+        n.setdefault(str(row["baseline"]), int(row["n_baseline"]))
+        n.setdefault(str(row["arm"]), int(row["n_arm"]))
+    return dict(sorted(n.items()))
+
+
+def _row_label(row: pd.Series, with_metric: bool = True) -> tuple[str, bool]:
+    """Label of one ratio row and whether it must be drawn hollow (stitch or small n)."""
+    label = str(row.get("comparison", ""))
+    if with_metric:
+        label += f" · {METRIC_LABELS.get(row['metric'], row['metric'])}"
+    if row["metric"] == "uncached_input_tokens":
+        ha, hb = row.get("hit_rate_arm"), row.get("hit_rate_baseline")
+        hits = "/".join("?" if pd.isna(h) else f"{h:.0%}" for h in (ha, hb))
+        label += f" (hit {hits})"
+    hollow = False
+    if str(row.get("label") or "") == "cross-run stitch":
+        label += " (stitch)"
+        hollow = True
+    if bool(row.get("small_n")) if pd.notna(row.get("small_n")) else False:
+        label += " (n<5)"
+        hollow = True
+    return label, hollow
+
+
+def _forest_axis(
+    ax: Axes, rows: pd.DataFrame, colors: dict[str, str], reference: float, with_metric: bool = True
+) -> None:
+    labels = []
+    for i, (_, row) in enumerate(rows.iterrows()):
+        label, hollow = _row_label(row, with_metric)
+        labels.append(label)
+        color = colors.get(str(row.get("arm")), ARM_PALETTE[0])
+        est, lo, hi = (float(row[c]) if pd.notna(row[c]) else np.nan for c in ("estimate", "lower", "upper"))
+        xerr = None
+        if np.isfinite(lo) and np.isfinite(hi):
+            xerr = [[max(est - lo, 0.0)], [max(hi - est, 0.0)]]
+        ax.errorbar(
+            [est],
+            [i],
+            xerr=xerr,
+            fmt="o",
+            color=color,
+            ecolor=color,
+            capsize=3,
+            ms=7,
+            mfc="white" if hollow else color,
+            mec=color,
+            mew=1.6,
+        )
+    ax.axvline(reference, color=REFERENCE_COLOR, lw=1, ls="--")
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def ratio_forest(ratios: pd.DataFrame, design: dict) -> Figure:
+    """Every (comparison, metric) ratio with its CI; grades (differences) on their own axis.
+
+    Hollow markers flag what a reader must discount: cross-run stitches and n < 5.
+    """
+    _require(ratios, ["metric", "estimate", "lower", "upper"], "ratios")
+    usable = ratios[ratios["estimate"].notna()]
+    skipped = sorted(set(ratios.loc[ratios["estimate"].isna(), "metric"].astype(str)))
+    ratio_rows = usable[usable["metric"] != "grade"]
+    grade_rows = usable[usable["metric"] == "grade"]
+    n_axes = 1 + (not grade_rows.empty)
+    heights = [max(len(ratio_rows), 1)] + ([max(len(grade_rows), 1)] if n_axes == 2 else [])
+    fig = Figure(figsize=(9, 1.6 + 0.42 * sum(heights) + 0.6 * n_axes))
+    axes = fig.subplots(n_axes, 1, gridspec_kw={"height_ratios": heights}, squeeze=False)[:, 0]
+    colors = arm_colors(_figure_arms(design, *(ratios[c] for c in ("arm", "baseline") if c in ratios.columns)))
+    if ratio_rows.empty:
+        _empty(axes[0], "no ratio estimates")
+    else:
+        _forest_axis(axes[0], ratio_rows, colors, 1.0)
+        values = ratio_rows[["estimate", "lower", "upper"]].to_numpy(float)
+        if np.nanmin(values) > 0:
+            axes[0].set_xscale("log")
+            axes[0].xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            axes[0].xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}×"))
+            axes[0].xaxis.set_minor_formatter(NullFormatter())
+        axes[0].set_xlabel("ratio mean(arm) / mean(baseline), 95% CI — left of 1: arm uses less")
+    if n_axes == 2:
+        _forest_axis(axes[1], grade_rows, colors, 0.0)
+        axes[1].set_xlabel("grade difference mean(arm) − mean(baseline), 95% CI")
+    notes = ["hollow marker: cross-run stitch (not one interleaved batch) or n < 5 in an arm"]
+    if skipped:
+        notes.append(f"no estimate (not drawn): {', '.join(skipped)}")
+    return _finish(fig, "Arm vs baseline: ratios with 95% CIs", design, n=_ratios_n(ratios), notes=notes)
+
+
+# ---------------------------------------------------------------- per-trial distributions
+
+
+def arm_distributions(trials: pd.DataFrame, design: dict) -> Figure:
+    """Total and uncached tokens per trial, per arm; points sit left→right in schedule order.
+
+    Why the order: a drift over the batch (cache warming up, provider load) shows as a slope inside an
+    arm's points, which a box alone would hide. Each point is labelled with its schedule position.
+    """
+    _require(trials, ["arm", "total_tokens", "uncached_input_tokens"], "trials")
+    ok = _ok_trials(trials)
+    failed = len(trials) - len(ok)
+    order_col = "order_index" if "order_index" in ok.columns else "run"
+    arms = sorted(ok["arm"].astype(str).unique())
+    colors = arm_colors(_figure_arms(design, trials["arm"]))
+    batches = sorted(ok["batch"].astype(str).unique()) if "batch" in ok.columns else []
+    markers = {b: _BATCH_MARKERS[i % len(_BATCH_MARKERS)] for i, b in enumerate(batches)}
+    fig = Figure(figsize=(10, 5.2))
+    axes = fig.subplots(1, 2)
+    orders = pd.to_numeric(ok[order_col], errors="coerce").astype(float)
+    max_order = max(float(orders.max()), 1.0) if orders.notna().any() else 1.0
+    unknown = 0
+    for ax, metric, title in zip(
+        axes, ("total_tokens", "uncached_input_tokens"), ("total tokens", "uncached tokens"), strict=True
+    ):
+        data = ok.assign(arm=ok["arm"].astype(str), value=pd.to_numeric(ok[metric], errors="coerce").astype(float))
+        unknown = max(unknown, int(data["value"].isna().sum()))
+        data = data[data["value"].notna()]
+        if data.empty:
+            _empty(ax, f"no known {title}")
+            continue
+        present = [a for a in arms if (data["arm"] == a).any()]
+        boxes = ax.boxplot(
+            [data.loc[data["arm"] == a, "value"].to_numpy() for a in present],
+            positions=[arms.index(a) for a in present],
+            widths=0.6,
+            showfliers=False,
+            patch_artist=True,
+            medianprops={"color": "#333333"},
+        )
+        for patch, arm in zip(boxes["boxes"], present, strict=True):
+            patch.set_facecolor(colors[arm])
+            patch.set_alpha(0.35)
+        for _, row in data.iterrows():
+            position = arms.index(row["arm"])
+            order = float(row[order_col]) if pd.notna(row[order_col]) else np.nan
+            x = position + (0.0 if np.isnan(order) else 0.5 * order / max_order - 0.25)
+            marker = markers.get(str(row.get("batch")), "o")
+            ax.scatter([x], [row["value"]], color=colors[row["arm"]], edgecolor="black", lw=0.6, marker=marker, s=36)
+            ax.annotate(
+                "?" if np.isnan(order) else str(int(order)),
+                (x, row["value"]),
+                xytext=(4, 2),
+                textcoords="offset points",
+                fontsize=7,
+            )
+        ax.set_xticks(range(len(arms)), arms)
+        ax.set_xlim(-0.6, len(arms) - 0.4)
+        ax.set_title(f"{title} per trial", fontsize=10)
+        ax.set_xlabel("arm")
+        ax.set_ylabel(f"{title} per trial")
+        _thousands(ax)
+        ax.grid(axis="y", alpha=0.3)
+    if len(batches) > 1:
+        handles = [Line2D([], [], ls="", marker=markers[b], color="grey", label=b) for b in batches]
+        axes[1].legend(handles=handles, title="batch", fontsize=7, title_fontsize=7)
+    notes = [f"points left→right and their numbers: position in the batch schedule ({order_col})"]
+    if failed:
+        notes.append(f"{failed} failed trial(s) not drawn")
+    if unknown:
+        notes.append(f"{unknown} trial(s) with unknown usage not drawn (missing is not zero)")
+    title = "Tokens per trial by arm (uncached depends on cache warmth)"
+    return _finish(fig, title, design, n=_data_n(ok), data_batches=batches, notes=notes)
+
+
+def cycle_growth(requests: pd.DataFrame, design: dict) -> Figure:
+    """Cumulative prompt (input) tokens over the cycles of each trial, one line per trial.
+
+    Why: per-cycle prompts re-send the whole transcript, so the cumulative curve's steepness is where
+    an arm's cost comes from; more cycles and fatter tool results both show here. A line stops at the
+    first response with unknown usage rather than treating it as zero.
+    """
+    _require(requests, ["arm", "trial_id", "cycle", "input_tokens"], "requests")
+    colors = arm_colors(_figure_arms(design, requests["arm"]))
+    fig = Figure(figsize=(8.5, 5.2))
+    ax = fig.add_subplot()
+    stopped = 0
+    n: dict[str, int] = {}
+    for _trial_id, rows in requests.sort_values(["trial_id", "cycle"]).groupby("trial_id", sort=True):
+        arm = str(rows["arm"].iloc[0])
+        n[arm] = n.get(arm, 0) + 1
+        values = pd.to_numeric(rows["input_tokens"], errors="coerce").astype(float).to_numpy()
+        known = np.cumprod(~np.isnan(values)).astype(bool)
+        stopped += int(not known.all())
+        cumulative = np.where(known, np.cumsum(np.nan_to_num(values)), np.nan)
+        ax.plot(rows["cycle"].to_numpy(float), cumulative, color=colors[arm], lw=1.3, alpha=0.85, marker=".", ms=4)
+    if requests.empty:
+        _empty(ax, "no requests")
+    else:
+        handles = [Line2D([], [], color=colors[a], lw=2, label=f"{a} ({n[a]} trials)") for a in sorted(n)]
+        ax.legend(handles=handles, fontsize=8, loc="upper left")
+        _thousands(ax)
+    ax.set_xlabel("cycle (model response within the trial)")
+    ax.set_ylabel("cumulative prompt (input) tokens")
+    ax.grid(alpha=0.3)
+    notes = [f"{stopped} trial line(s) stop at the first response with unknown usage"] if stopped else []
+    batches = requests["batch"] if "batch" in requests.columns else None
+    return _finish(
+        fig,
+        "Cumulative prompt tokens over cycles",
+        design,
+        n=dict(sorted(n.items())),
+        data_batches=batches,
+        notes=notes,
+    )
+
+
+# ---------------------------------------------------------------- occupancy
+
+
+def occupancy_bars(occupancy: pd.DataFrame, design: dict) -> Figure:
+    """Residual context occupancy per arm, stacked by tool category, with each part's error bar (seed 004).
+
+    Why: occupancy is a stock that the following turns pay for; a cheaper single answer can leave a
+    fuller window. An empty frame means the batch had no multi-turn sessions, and the figure says so.
+    """
+    fig = Figure(figsize=(8, 5.2))
+    ax = fig.add_subplot()
+    if occupancy.empty:
+        _empty(ax, "no multi-turn data")
+        return _finish(fig, "Residual context occupancy by tool category", design)
+    _require(occupancy, ["arm", "category", "tokens", "share_of_window", "err"], "occupancy")
+    arms = sorted(occupancy["arm"].astype(str).unique())
+    categories = sorted(occupancy["category"].astype(str).unique())
+    cat_colors = _hash_colors(categories, CATEGORY_PALETTE)
+    frame = occupancy.assign(arm=occupancy["arm"].astype(str), category=occupancy["category"].astype(str))
+    tokens = frame.pivot_table(index="arm", columns="category", values="tokens", aggfunc="sum").reindex(arms)
+    errs = frame.pivot_table(index="arm", columns="category", values="err", aggfunc="sum").reindex(arms)
+    shares = frame.groupby("arm")["share_of_window"].sum().reindex(arms)
+    x = np.arange(len(arms))
+    bottom = np.zeros(len(arms))
+    for category in categories:
+        heights = tokens.get(category, pd.Series(0.0, index=arms)).fillna(0).to_numpy(float)
+        err = errs.get(category, pd.Series(0.0, index=arms)).fillna(0).to_numpy(float)
+        ax.bar(x, heights, bottom=bottom, color=cat_colors[category], label=category, width=0.6, edgecolor="white")
+        ax.errorbar(x, bottom + heights, yerr=err, fmt="none", ecolor="black", capsize=3, lw=0.9)
+        bottom += heights
+    for xi, top, share in zip(x, bottom, shares.to_numpy(float), strict=True):
+        ax.annotate(
+            f"{share:.1%} of window", (xi, top), xytext=(0, 6), textcoords="offset points", ha="center", fontsize=8
+        )
+    ax.set_xticks(x, arms)
+    colors = arm_colors(_figure_arms(design, arms))
+    for tick, arm in zip(ax.get_xticklabels(), arms, strict=True):
+        tick.set_color(colors[arm])
+        tick.set_fontweight("bold")
+    ax.set_xlabel("arm")
+    ax.set_ylabel("tokens resident at end of session")
+    _thousands(ax)
+    ax.legend(title="tool category", fontsize=8, title_fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    notes = ["error bars: attribution error of each category's tokens (chars/token calibration)"]
+    return _finish(fig, "Residual context occupancy by tool category", design, notes=notes)
+
+
+# ---------------------------------------------------------------- quality parity
+
+
+def _mean_ci(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean and a seeded percentile-bootstrap CI; NaN bounds when there is nothing to resample."""
+    values = values[~np.isnan(values)]
+    if len(values) == 0:
+        return np.nan, np.nan, np.nan
+    mean = float(values.mean())
+    if len(values) < 2 or np.ptp(values) == 0:
+        return mean, (mean if len(values) >= 2 else np.nan), (mean if len(values) >= 2 else np.nan)
+    res = stats.bootstrap(
+        (values,), np.mean, confidence_level=confidence, method="percentile", n_resamples=2000, random_state=0
+    )
+    return mean, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def grade_summary(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per-arm grade: graded n, ungraded n, mean and a 95% bootstrap CI (ok trials only)."""
+    ok = _ok_trials(trials)
+    rows = []
+    for arm, group in ok.groupby(ok["arm"].astype(str), sort=True):
+        grades = pd.to_numeric(group.get("grade", pd.Series(dtype=float)), errors="coerce").astype(float).to_numpy()
+        mean, lower, upper = _mean_ci(grades)
+        graded = int((~np.isnan(grades)).sum())
+        rows.append(
+            {
+                "arm": arm,
+                "graded": graded,
+                "ungraded": len(group) - graded,
+                "mean": mean,
+                "lower": lower,
+                "upper": upper,
+            }
+        )
+    return pd.DataFrame(rows, columns=["arm", "graded", "ungraded", "mean", "lower", "upper"])
+
+
+def _interval(ax: Axes, y: int, est: float, lo: float, hi: float, color: str) -> None:
+    xerr = [[max(est - lo, 0)], [max(hi - est, 0)]] if np.isfinite(lo) and np.isfinite(hi) else None
+    ax.errorbar([est], [y], xerr=xerr, fmt="o", color=color, capsize=3, ms=7)
+
+
+def quality_parity(ratios_or_trials: pd.DataFrame, design: dict) -> Figure:
+    """Grade beside total tokens, so a cheaper but worse arm cannot hide.
+
+    Given trials: grade per arm (points + mean with 95% CI) next to mean total tokens per arm with the
+    ratio vs ``design["baseline"]`` when named. Given ratios: the grade difference vs the total ratio.
+    """
+    data = ratios_or_trials
+    fig = Figure(figsize=(10, 4.8))
+    left, right = fig.subplots(1, 2)
+    if "metric" in data.columns:
+        colors = arm_colors(_figure_arms(design, *(data[c] for c in ("arm", "baseline") if c in data.columns)))
+        grades = data[(data["metric"] == "grade") & data["estimate"].notna()]
+        totals = data[(data["metric"] == "total_tokens") & data["estimate"].notna()]
+        for ax, rows, ref, xlabel in (
+            (left, grades, 0.0, "grade difference (arm − baseline), 95% CI"),
+            (right, totals, 1.0, "total-token ratio (arm / baseline), 95% CI"),
+        ):
+            if rows.empty:
+                _empty(ax, "no estimate")
+                continue
+            _forest_axis(ax, rows, colors, ref, with_metric=False)
+            ax.set_xlabel(xlabel)
+        return _finish(fig, "Quality parity: grade next to total tokens", design, n=_ratios_n(data))
+    _require(data, ["arm", "total_tokens"], "trials")
+    ok = _ok_trials(data)
+    arms = sorted(ok["arm"].astype(str).unique())
+    colors = arm_colors(_figure_arms(design, data["arm"]))
+    summary = grade_summary(data).set_index("arm")
+    for i, arm in enumerate(arms):
+        rows = ok[ok["arm"].astype(str) == arm]
+        grades = pd.to_numeric(rows.get("grade", pd.Series(dtype=float)), errors="coerce").astype(float).dropna()
+        left.scatter(grades, np.full(len(grades), i + 0.18), color=colors[arm], alpha=0.5, s=18)
+        s = summary.loc[arm]
+        if pd.notna(s["mean"]):
+            _interval(left, i, s["mean"], s["lower"], s["upper"], colors[arm])
+        totals = pd.to_numeric(rows["total_tokens"], errors="coerce").astype(float).to_numpy()
+        mean, lo, hi = _mean_ci(totals)
+        if np.isfinite(mean):
+            _interval(right, i, mean, lo, hi, colors[arm])
+            right.scatter(totals, np.full(len(totals), i + 0.18), color=colors[arm], alpha=0.5, s=18)
+    baseline = design.get("baseline")
+    if baseline in arms:
+        base_mean = pd.to_numeric(ok.loc[ok["arm"].astype(str) == baseline, "total_tokens"], errors="coerce").mean()
+        for i, arm in enumerate(arms):
+            arm_mean = pd.to_numeric(ok.loc[ok["arm"].astype(str) == arm, "total_tokens"], errors="coerce").mean()
+            if arm != baseline and base_mean:
+                right.annotate(
+                    f"ratio of means {arm_mean / base_mean:.2f}× {baseline}",
+                    (arm_mean, i),
+                    xytext=(0, 9),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=8,
+                )
+    for ax in (left, right):
+        ax.set_yticks(range(len(arms)), arms)
+        ax.set_ylim(len(arms) - 0.5, -0.5)
+        ax.grid(axis="x", alpha=0.3)
+    left.set_xlim(-0.05, 1.05)
+    left.set_xlabel("grade per trial and mean (95% CI)")
+    right.set_xlabel("total tokens per trial and mean (95% CI)")
+    _thousands(right, "x")
+    notes = [f"ungraded trials: {int(summary['ungraded'].sum())}"] if summary["ungraded"].sum() else []
+    batches = ok["batch"] if "batch" in ok.columns else None
+    return _finish(
+        fig, "Quality parity: grade next to total tokens", design, n=_data_n(ok), data_batches=batches, notes=notes
+    )

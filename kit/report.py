@@ -1,0 +1,417 @@
+"""The written report of a batch: ``report.md`` and ``report.html`` beside the figures.
+
+Why this shape: the report is what people quote, so its sentences follow the seeds' honest form.
+Total tokens is the headline sentence; uncached tokens is a separate sentence that carries the observed
+cache hit rates and says it depends on warmth (seed 000); never one blended range. Everything a reader
+must discount (simulation, cross-run stitches, small n, failed trials, quality drift) is listed as a
+warning near the top, not buried under the figures.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import mistune
+import pandas as pd
+
+from kit.plots import grade_summary, n_per_arm
+
+SIMULATION_BANNER = (
+    "SIMULATION: measured on the kit's embedded provider with a scripted model. "
+    "These numbers describe the simulation, not any real model's cost."
+)
+STITCH = "cross-run stitch"
+_CSS = """
+body { font-family: system-ui, sans-serif; max-width: 980px; margin: 2em auto; padding: 0 1em; line-height: 1.45; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
+img { max-width: 100%; }
+p.banner { background: #fde8ea; border: 2px solid #b00020; color: #7a0016; padding: 0.6em; font-weight: bold; }
+"""
+
+
+# ---------------------------------------------------------------- numbers into words
+
+
+def _num(value) -> float:
+    """A float, NaN for anything missing (pd.NA, None, '')."""
+    try:
+        return float(value) if value is not None and not pd.isna(value) and value != "" else math.nan
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _pct(value) -> str:
+    return "unknown" if math.isnan(_num(value)) else f"{_num(value):.0%}"
+
+
+def _schedule_word(design: dict) -> str:
+    schedule = str(design.get("schedule") or design.get("order") or "")
+    return "blocked" if "block" in schedule.lower() else "interleaved"
+
+
+def _count_word(n: int) -> str:
+    return "one" if n == 1 else str(n)
+
+
+def _n_phrase(row: pd.Series) -> str:
+    n_arm, n_base = _num(row.get("n_arm")), _num(row.get("n_baseline"))
+    if math.isnan(n_arm) or math.isnan(n_base):
+        return "n not reported"
+    if n_arm == n_base:
+        return f"n = {int(n_arm)} runs per arm"
+    return f"n = {int(n_arm)} ({row['arm']}) and {int(n_base)} ({row['baseline']}) runs"
+
+
+def _batch_phrase(row: pd.Series, design: dict) -> str:
+    batches = _num(row.get("batches"))
+    if math.isnan(batches):
+        batch = design.get("batch")
+        batches = len(batch) if isinstance(batch, list | tuple) else 1
+    batches = int(batches)
+    if str(row.get("label") or "") == STITCH:
+        return f"a cross-run stitch of {batches} batches, not one interleaved batch"
+    plural = "batch" if batches == 1 else "batches"
+    return f"{_count_word(batches)} {_schedule_word(design)} {plural}"
+
+
+def _ratio_phrase(row: pd.Series, what: str) -> str:
+    """'batching feeds 1.42× fewer total tokens than placebo (95% CI 1.30–1.55' — the open clause.
+
+    ratio = mean(arm) / mean(baseline). Below 1 the arm feeds fewer tokens: the factor is 1/ratio and
+    the CI bounds invert and swap. The caller closes the parenthesis with n and the batch facts.
+    """
+    est, lo, hi = (_num(row.get(c)) for c in ("estimate", "lower", "upper"))
+    conf = _num(row.get("confidence"))
+    conf_text = f"{(0.95 if math.isnan(conf) else conf):.0%} CI"
+    arm, baseline = row["arm"], row["baseline"]
+    if est == 1:
+        sentence, bounds = f"{arm} feeds as many {what} as {baseline} (ratio 1.00", (lo, hi)
+    elif est < 1:
+        sentence = f"{arm} feeds {1 / est:.2f}× fewer {what} than {baseline} ("
+        bounds = (1 / hi if hi else math.inf, 1 / lo if lo else math.inf)
+    else:
+        sentence, bounds = f"{arm} feeds {est:.2f}× more {what} than {baseline} (", (lo, hi)
+    if any(math.isnan(b) for b in bounds):
+        ci = f"{conf_text} not available"
+    else:
+        ci = f"{conf_text} {bounds[0]:.2f}–{bounds[1]:.2f}"
+        if lo <= 1 <= hi:
+            ci += ", which includes no difference"
+    return sentence + ("; " if est == 1 else "") + ci
+
+
+def _metric_rows(ratios: pd.DataFrame, metric: str) -> pd.DataFrame:
+    if ratios.empty or "metric" not in ratios.columns:
+        return ratios.iloc[0:0]
+    return ratios[(ratios["metric"] == metric) & ratios["estimate"].notna()]
+
+
+def total_sentences(ratios: pd.DataFrame, design: dict, headline: pd.DataFrame | None = None) -> list[str]:
+    """The headline: one total-token sentence per comparison (seed 000: total is cache-independent)."""
+    rows = _metric_rows(ratios, "total_tokens")
+    if rows.empty and headline is not None:
+        rows = _ratios_from_headline(headline, design)
+    return [
+        f"{_ratio_phrase(row, 'total tokens')}; {_n_phrase(row)}, {_batch_phrase(row, design)})."
+        for _, row in rows.iterrows()
+    ]
+
+
+def uncached_sentences(ratios: pd.DataFrame, design: dict) -> list[str]:
+    """Uncached tokens, separately, always with the observed hit rates it was measured at."""
+    sentences = []
+    for _, row in _metric_rows(ratios, "uncached_input_tokens").iterrows():
+        hits = (
+            f"at observed cache hit rates {_pct(row.get('hit_rate_arm'))} ({row['arm']}) "
+            f"and {_pct(row.get('hit_rate_baseline'))} ({row['baseline']})"
+        )
+        sentences.append(
+            f"uncached tokens: {_ratio_phrase(row, 'uncached input tokens')}; {_n_phrase(row)}, "
+            f"{_batch_phrase(row, design)}) {hits}; this figure depends on cache warmth."
+        )
+    for _, row in _metric_rows(ratios, "structural_uncached").iterrows():
+        sentences.append(
+            f"structural (modelled) uncached tokens: {_ratio_phrase(row, 'uncached input tokens')}; "
+            f"{_n_phrase(row)}) — the recorded prompts replayed through the kit's cache model, "
+            "not the provider's cache."
+        )
+    return sentences
+
+
+def _ratios_from_headline(headline: pd.DataFrame, design: dict) -> pd.DataFrame:
+    """Ratio rows rebuilt from headline.csv when ratios.csv has no total-token row."""
+    ratio_col = next((c for c in ("ratio", "ratio_vs_baseline") if c in headline.columns), None)
+    if ratio_col is None or headline.empty:
+        return pd.DataFrame()
+    base_rows = headline[headline[ratio_col].isna()]
+    baseline = design.get("baseline") or (str(base_rows["arm"].iloc[0]) if len(base_rows) == 1 else None)
+    if baseline is None:
+        return pd.DataFrame()
+    n_base = headline.loc[headline["arm"].astype(str) == baseline, "n"]
+    rows = []
+    for _, row in headline[headline[ratio_col].notna()].iterrows():
+        rows.append(
+            {
+                "arm": str(row["arm"]),
+                "baseline": baseline,
+                "estimate": row[ratio_col],
+                "lower": row.get("ratio_lower"),
+                "upper": row.get("ratio_upper"),
+                "n_arm": row.get("n"),
+                "n_baseline": n_base.iloc[0] if len(n_base) else None,
+                "label": row.get("label", ""),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def headline_text(headline: pd.DataFrame, ratios: pd.DataFrame, design: dict) -> str:
+    """The honest headline, one line each: total-token sentence(s), then uncached sentence(s) apart.
+
+    Reused by ``python -m kit batch``; a simulated batch says so on its first line.
+    """
+    lines = total_sentences(ratios, design, headline)
+    if not lines:
+        lines = ["no total-token comparison between arms is available."]
+    lines += uncached_sentences(ratios, design)
+    if design.get("simulated"):
+        lines.insert(0, SIMULATION_BANNER)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- warnings
+
+
+def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: dict) -> list[str]:
+    """What a reader must discount, derived from the tables themselves."""
+    out: list[str] = []
+    if design.get("simulated"):
+        out.append("simulation: the embedded provider and a scripted model produced these numbers.")
+    if not ratios.empty:
+        flagged = ratios.assign(
+            comparison=ratios.get("comparison", ratios["arm"].astype(str) + " vs " + ratios["baseline"].astype(str)),
+            stitch=ratios.get("label", pd.Series("", index=ratios.index)).astype(str) == STITCH,
+            small=ratios.get("small_n", pd.Series(False, index=ratios.index)).fillna(False).astype(bool),
+        )
+        for comparison, rows in flagged.groupby("comparison", sort=False):
+            if rows["stitch"].any():
+                out.append(
+                    f"cross-run stitch: {comparison} ({', '.join(map(str, rows.loc[rows['stitch'], 'metric']))}) "
+                    "divides arms measured in different batches, not one interleaved batch (seed 000 §1.1)."
+                )
+            small = rows[rows["small"]]
+            if len(small):
+                row = small.iloc[0]
+                out.append(
+                    f"small n: {comparison} rests on n = {_num(row.get('n_arm')):.0f} ({row['arm']}) and "
+                    f"{_num(row.get('n_baseline')):.0f} ({row['baseline']}), fewer than 5 in an arm; "
+                    "treat its ratios as effect-size estimates."
+                )
+        for _, row in _metric_rows(ratios, "grade").iterrows():
+            if _num(row.get("upper")) < 0:
+                out.append(
+                    f"quality drift: {row['arm']} grades {abs(_num(row['estimate'])):.2f} lower than "
+                    f"{row['baseline']} (CI {_num(row['lower']):+.2f} to {_num(row['upper']):+.2f}); "
+                    "a cheaper arm may be a worse one."
+                )
+        uncached = _metric_rows(ratios, "uncached_input_tokens")
+        if len(uncached):
+            batches = int(pd.to_numeric(uncached.get("batches", pd.Series([1])), errors="coerce").fillna(1).max())
+            has_control = "control" in trials.columns and trials["control"].fillna(False).astype(bool).any()
+            if batches < 3 or not has_control:
+                out.append(
+                    f"the uncached ratio rests on {_count_word(batches)} {'batch' if batches == 1 else 'batches'} "
+                    f"{'with' if has_control else 'without'} a non-isolated control; a cache-dependent claim needs "
+                    "≥ 3 batches plus one control (seed 000 §2.2). Read it as one point on the warmth curve."
+                )
+    out += _trial_warnings(trials)
+    return out
+
+
+def _trial_warnings(trials: pd.DataFrame) -> list[str]:
+    out = []
+    if "status" in trials.columns and not trials.empty:
+        for arm, rows in trials.groupby(trials["arm"].astype(str), sort=True):
+            failed = rows[rows["status"].astype(str) == "failed"]
+            if len(failed):
+                reasons = sorted({str(r) for r in failed.get("reason", pd.Series(dtype=str)).dropna() if str(r)})
+                why = f" ({'; '.join(reasons)})" if reasons else ""
+                out.append(
+                    f"failed trials: {len(failed)} of {len(rows)} {arm} trials failed{why}; "
+                    "they are counted here and excluded from every mean."
+                )
+    if "usage_known" in trials.columns:
+        unknown = int((~trials["usage_known"].fillna(False).astype(bool)).sum())
+        if unknown:
+            out.append(f"usage unknown for {unknown} trial(s): their token sums are missing, not zero.")
+    return out
+
+
+# ---------------------------------------------------------------- markdown pieces
+
+
+def _cell(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        if math.isnan(float(value)):
+            return "—"
+        if float(value).is_integer() or abs(value) >= 100:
+            return f"{value:,.0f}"
+        return f"{value:.3g}" if abs(value) < 0.01 else f"{value:.2f}"
+    if value is None or (not isinstance(value, list | tuple | dict) and pd.isna(value)):
+        return "—"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}={_cell(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(map(_cell, value))
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(df: pd.DataFrame) -> str:
+    """A GitHub-style markdown table (no tabulate dependency); missing cells show as '—'."""
+    if df.empty:
+        return "_(no rows)_"
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_cell(v.item() if hasattr(v, "item") else v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+_DESIGN_ORDER = ["batch", "schedule", "order", "isolation", "simulated", "backend", "model", "models", "versions"]
+
+
+def _design_table(design: dict) -> str:
+    keys = [k for k in _DESIGN_ORDER if k in design] + sorted(k for k in design if k not in _DESIGN_ORDER)
+    rows = [{"fact": k, "value": design[k]} for k in keys]
+    if n_per_arm(design) is None:
+        rows.append({"fact": "n per arm", "value": "not given"})
+    return md_table(pd.DataFrame(rows, columns=["fact", "value"]))
+
+
+def _ratios_table(ratios: pd.DataFrame) -> pd.DataFrame:
+    """Every comparison row, readable: grades are differences of means, everything else ratios."""
+    rows = []
+    for _, r in ratios.iterrows():
+        small = _num(r.get("small_n")) == 1
+        flags = [f for f, on in ((STITCH, str(r.get("label") or "") == STITCH), ("n<5", small)) if on]
+        rows.append(
+            {
+                "comparison": r.get("comparison", f"{r['arm']} vs {r['baseline']}"),
+                "metric": r["metric"],
+                "kind": "difference" if r["metric"] == "grade" else "ratio",
+                "estimate": _num(r["estimate"]),
+                "95% CI": "—" if math.isnan(_num(r["lower"])) else f"{_num(r['lower']):.2f} to {_num(r['upper']):.2f}",
+                "n (arm / baseline)": f"{_cell(r.get('n_arm'))} / {_cell(r.get('n_baseline'))}",
+                "batches": r.get("batches"),
+                "hit rates (arm / baseline)": f"{_pct(r.get('hit_rate_arm'))} / {_pct(r.get('hit_rate_baseline'))}"
+                if r["metric"] == "uncached_input_tokens"
+                else "",
+                "flags": ", ".join(flags),
+                "method": r.get("method", ""),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _quality_section(trials: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
+    out = ["## Quality parity", ""]
+    summary = grade_summary(trials) if "arm" in trials.columns else pd.DataFrame()
+    if summary.empty or summary["graded"].sum() == 0:
+        out.append("No trial was graded: a cheaper arm could be a worse one, and this batch cannot tell.")
+    else:
+        summary = summary.assign(
+            **{
+                "95% CI": [
+                    f"{lo:.2f}–{hi:.2f}" if not math.isnan(lo) else "—"
+                    for lo, hi in zip(summary["lower"], summary["upper"], strict=True)
+                ]
+            }
+        ).drop(columns=["lower", "upper"])
+        out.append(md_table(summary.rename(columns={"mean": "mean grade"})))
+    for _, row in _metric_rows(ratios, "grade").iterrows():
+        out += [
+            "",
+            f"Grade difference {row['arm']} − {row['baseline']}: {_num(row['estimate']):+.2f} "
+            f"(95% CI {_num(row['lower']):+.2f} to {_num(row['upper']):+.2f}).",
+        ]
+    return [*out, ""]
+
+
+def _dedupe(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(i for i in items if i))
+
+
+def _figure_lines(batch_dir: Path, figures: dict[str, Path]) -> list[str]:
+    out = ["## Figures", ""]
+    for name, path in figures.items():
+        path = Path(path)
+        full = path if path.is_absolute() else batch_dir / path
+        if not full.is_file():
+            raise FileNotFoundError(f"figure {name!r}: {full} does not exist (save it before writing the report)")
+        rel = Path(os.path.relpath(full.resolve(), batch_dir.resolve())).as_posix()
+        out += [f"### {name}", "", f"![{name}]({rel})", ""]
+    return out
+
+
+# ---------------------------------------------------------------- the report
+
+
+def write_report(
+    batch_dir: Path,
+    *,
+    design: dict,
+    headline: pd.DataFrame,
+    ratios: pd.DataFrame,
+    trials: pd.DataFrame,
+    figures: dict[str, Path],
+    warnings: list[str],
+) -> Path:
+    """Write ``report.md`` and ``report.html`` into ``batch_dir``; returns the markdown path.
+
+    Figure paths may be absolute or relative to ``batch_dir``; they are embedded relative, so the folder
+    can move as a whole. A figure that does not exist raises rather than leaving a broken image.
+    """
+    batch_dir = Path(batch_dir)
+    batch_dir.mkdir(parents=True, exist_ok=True)
+    batch = design.get("batch", "")
+    batch_text = ", ".join(map(str, batch)) if isinstance(batch, list | tuple) else str(batch)
+    lines: list[str] = []
+    if design.get("simulated"):
+        lines += [SIMULATION_BANNER, ""]
+    lines += [f"# Token-cost report: {batch_text}", ""]
+    totals = total_sentences(ratios, design, headline) or ["No total-token comparison between arms is available."]
+    lines += [f"**{s}**" for s in totals] + [""]
+    uncached = uncached_sentences(ratios, design)
+    if uncached:
+        lines += [" ".join(uncached), ""]
+    all_warnings = _dedupe([*warnings, *derived_warnings(ratios, trials, design)])
+    lines += ["## Warnings", ""] + ([f"- {w}" for w in all_warnings] or ["- none"]) + [""]
+    lines += ["## Design", "", _design_table(design), ""]
+    lines += ["## Per arm (total tokens)", "", md_table(headline), ""]
+    lines += _quality_section(trials, ratios)
+    lines += ["## All comparisons", "", md_table(_ratios_table(ratios)) if not ratios.empty else "_(no rows)_", ""]
+    lines += _figure_lines(batch_dir, figures)
+    markdown = "\n".join(lines).rstrip() + "\n"
+    md_path = batch_dir / "report.md"
+    md_path.write_text(markdown, encoding="utf-8")
+    (batch_dir / "report.html").write_text(_html(markdown, f"Token-cost report: {batch_text}"), encoding="utf-8")
+    return md_path
+
+
+_RENDER = mistune.create_markdown(escape=True, plugins=["table"])
+
+
+def _html(markdown: str, title: str) -> str:
+    """Markdown -> a standalone HTML page (raw HTML in arm names is escaped, not rendered)."""
+    body = _RENDER(markdown)
+    body = body.replace("<p>SIMULATION:", '<p class="banner">SIMULATION:', 1)
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{_CSS}</style></head>\n<body>\n{body}</body></html>\n"
+    )

@@ -1,0 +1,403 @@
+"""Figures and report of a batch: their content, not just that they draw.
+
+The frames are small synthetic ones in the shapes of tables_spec.md; numbers are chosen so the
+expected sentences can be worked out by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import PathCollection, PolyCollection
+from matplotlib.colors import to_hex
+
+from kit import plots, report
+
+DESIGN = {
+    "batch": ["b1", "b2", "b3"],
+    "schedule": "balanced",
+    "isolation": "nonce+key",
+    "simulated": True,
+    "n_per_arm": 5,
+    "baseline": "placebo",
+}
+TOTAL_LABEL = "total-token ratio (cold end)"
+
+
+def _trials() -> pd.DataFrame:
+    rows = []
+    schedule = ["placebo", "batching", "batching", "placebo"] * 3
+    for i, arm in enumerate(schedule[:10]):
+        failed = i == 7
+        rows.append(
+            {
+                "batch": "b1",
+                "arm": arm,
+                "run": i // 2,
+                "trial_id": f"b1-{arm}-r{i // 2}",
+                "order_index": i,
+                "status": "failed" if failed else "ok",
+                "reason": "timeout" if failed else "",
+                "grade": 0.9 if arm == "batching" else 0.8 + 0.02 * i,
+                "control": False,
+                "usage_known": True,
+                "total_tokens": (70_000 if arm == "batching" else 100_000) + 1_000 * i,
+                "uncached_input_tokens": 10_000 + 100 * i,
+                "simulated": True,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _ratio_row(metric: str, estimate: float, lower: float, upper: float, **extra) -> dict:
+    row = {
+        "comparison": "batching vs placebo",
+        "arm": "batching",
+        "baseline": "placebo",
+        "metric": metric,
+        "estimate": estimate,
+        "lower": lower,
+        "upper": upper,
+        "confidence": 0.95,
+        "n_arm": 5,
+        "n_baseline": 5,
+        "paired": True,
+        "batches": 1,
+        "method": "paired BCa bootstrap",
+        "label": "",
+        "small_n": False,
+        "hit_rate_arm": 0.91,
+        "hit_rate_baseline": 0.88,
+        "simulated": True,
+        "note": "",
+    }
+    return {**row, **extra}
+
+
+def _ratios(**grade) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            _ratio_row("total_tokens", 0.7, 0.64, 0.77),
+            _ratio_row("uncached_input_tokens", 0.83, 0.70, 0.95),
+            _ratio_row("cycles", 0.5, 0.4, 0.6),
+            _ratio_row("cost_usd", np.nan, np.nan, np.nan),
+            _ratio_row("grade", *grade.get("values", (-0.02, -0.08, 0.03))),
+        ]
+    )
+
+
+def _warmth() -> pd.DataFrame:
+    survival = np.linspace(0, 1, 11)
+    return pd.DataFrame(
+        {
+            "survival": survival,
+            "hit_rate_a": 0.9 * survival,
+            "hit_rate_b": 0.8 * survival,
+            "uncached_a": 1.0,
+            "uncached_b": 1.0,
+            "ratio": 1.4 - 0.5 * survival,
+            "lower": 1.3 - 0.5 * survival,
+            "upper": 1.5 - 0.5 * survival,
+            "total_ratio": 1.4,
+            "arm_a": "placebo",
+            "arm_b": "batching",
+        }
+    )
+
+
+def _observed() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "batch": ["b1", "b2", "b3"],
+            "arm_a": "placebo",
+            "arm_b": "batching",
+            "hit_rate_a": [0.8, 0.85, 0.9],
+            "hit_rate_b": [0.7, 0.75, 0.8],
+            "uncached_ratio": [1.0, 0.98, 0.95],
+            "total_ratio": 1.4,
+        }
+    )
+
+
+def _requests(trials: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, t in trials.iterrows():
+        for cycle in range(1, 6):
+            tokens = 1_000 * cycle + (5_000 if t["arm"] == "placebo" else 0)
+            if t["trial_id"] == "b1-batching-r0" and cycle == 3:
+                tokens = pd.NA
+            rows.append(
+                {"batch": "b1", "arm": t["arm"], "trial_id": t["trial_id"], "cycle": cycle, "input_tokens": tokens}
+            )
+    return pd.DataFrame(rows).astype({"input_tokens": "Int64"})
+
+
+def _occupancy() -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"arm": arm, "category": cat, "tokens": tok, "share_of_window": tok / 200_000, "err": tok * 0.02}
+            for arm in ("batching", "placebo")
+            for cat, tok in (("base", 30_000), ("file-access", 10_000 if arm == "placebo" else 4_000))
+        ]
+    )
+
+
+def _texts(fig) -> str:
+    return "\n".join(t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")) if t.get_text())
+
+
+@pytest.fixture(scope="module")
+def figs() -> dict:
+    trials = _trials()
+    return {
+        "warmth": plots.warmth_vs_ratio(_warmth(), _observed(), DESIGN),
+        "forest": plots.ratio_forest(_ratios(), DESIGN),
+        "distributions": plots.arm_distributions(trials, DESIGN),
+        "growth": plots.cycle_growth(_requests(trials), DESIGN),
+        "occupancy": plots.occupancy_bars(_occupancy(), DESIGN),
+        "quality": plots.quality_parity(trials, DESIGN),
+    }
+
+
+# ---------------------------------------------------------------- figures
+
+
+def test_warmth_curve_band_reference_and_observed_points(figs):
+    ax = figs["warmth"].axes[0]
+    assert ax.get_xlabel() == "cache hit rate (warmth)"
+    assert ax.get_ylabel() == "uncached-token ratio (a / b)"
+    assert any(isinstance(c, PolyCollection) for c in ax.collections), "bootstrap band missing"
+    points = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert len(points) == 1 and len(points[0].get_offsets()) == 3  # one point per observed batch
+    np.testing.assert_allclose(points[0].get_offsets()[:, 0], [0.75, 0.8, 0.85])
+    reference = [line for line in ax.lines if line.get_label() == TOTAL_LABEL]
+    assert len(reference) == 1 and set(reference[0].get_ydata()) == {1.4}
+    curve = next(line for line in ax.lines if line.get_label().startswith("replayed"))
+    np.testing.assert_allclose(curve.get_xdata()[[0, -1]], [0.0, 0.85])  # x = mean of the two arms' hit rates
+    assert {"b1", "b2", "b3"} <= {t.get_text() for t in ax.texts}
+
+
+def test_warmth_accepts_the_sweeps_band_names():
+    sweep = _warmth().rename(columns={"lower": "ratio_lower", "upper": "ratio_upper"})
+    ax = plots.warmth_vs_ratio(sweep, _observed().iloc[:1], DESIGN).axes[0]
+    band = next(c for c in ax.collections if isinstance(c, PolyCollection))
+    assert band.get_paths()[0].vertices[:, 1].max() == pytest.approx(1.5)
+    assert len(next(c for c in ax.collections if isinstance(c, PathCollection)).get_offsets()) == 1
+
+
+def test_every_figure_states_design_and_simulation(figs):
+    for name, fig in figs.items():
+        text = _texts(fig)
+        assert plots.SIMULATION_CAPTION in text, name
+        assert "schedule balanced" in text and "isolation nonce+key" in text, name
+        assert "b1" in text and "n = " in text, name
+    real = plots.warmth_vs_ratio(_warmth(), _observed(), {**DESIGN, "simulated": False})
+    assert plots.SIMULATION_CAPTION not in _texts(real)
+
+
+def test_arm_colours_fixed_by_name_and_shared_across_figures(figs):
+    colors = plots.arm_colors(["placebo", "batching"])
+    assert colors == plots.arm_colors(["batching", "placebo"])
+    index = int(hashlib.sha256(b"batching").hexdigest(), 16) % len(plots.ARM_PALETTE)
+    assert plots.arm_colors(["batching"])["batching"] == plots.ARM_PALETTE[index]
+    clash = next(
+        f"x{i}"
+        for i in range(1000)
+        if int(hashlib.sha256(f"x{i}".encode()).hexdigest(), 16) % len(plots.ARM_PALETTE) == index
+    )
+    assert len(set(plots.arm_colors(["batching", clash]).values())) == 2  # a collision still gets two colours
+    growth = {to_hex(line.get_color()) for line in figs["growth"].axes[0].lines}
+    assert growth == set(colors.values())
+    dist_ax = figs["distributions"].axes[0]
+    batching_points = {
+        to_hex(c.get_facecolor()[0]) for c in dist_ax.collections if isinstance(c, PathCollection)
+    } & set(colors.values())
+    assert batching_points == set(colors.values())
+
+
+def test_forest_marks_stitch_and_small_n_hollow_and_puts_grade_apart():
+    ratios = _ratios()
+    ratios.loc[ratios["metric"] == "cycles", "label"] = "cross-run stitch"
+    ratios.loc[ratios["metric"] == "grade", "small_n"] = True
+    fig = plots.ratio_forest(ratios, DESIGN)
+    main, grade = fig.axes
+    labels = [t.get_text() for t in main.get_yticklabels()]
+    assert labels == [
+        "batching vs placebo · total tokens",
+        "batching vs placebo · uncached tokens (hit 91%/88%)",
+        "batching vs placebo · cycles (stitch)",
+    ]
+    assert [t.get_text() for t in grade.get_yticklabels()] == ["batching vs placebo · grade (n<5)"]
+    faces = [to_hex(line.get_markerfacecolor()) for line in main.lines if line.get_marker() == "o"]
+    assert faces[2] == "#ffffff" and faces[0] != "#ffffff"
+    assert any(line.get_xdata()[0] == 1.0 for line in main.lines if line.get_linestyle() == "--")
+    assert any(line.get_xdata()[0] == 0.0 for line in grade.lines if line.get_linestyle() == "--")
+    assert "no estimate (not drawn): cost_usd" in _texts(fig)
+
+
+def test_distributions_show_each_ok_trial_with_its_schedule_position(figs):
+    fig = figs["distributions"]
+    total_ax, uncached_ax = fig.axes[:2]
+    offsets = np.vstack([c.get_offsets() for c in total_ax.collections if isinstance(c, PathCollection)])
+    expected = _trials().query("status == 'ok'")
+    assert sorted(offsets[:, 1]) == sorted(expected["total_tokens"].astype(float))
+    assert sorted(int(t.get_text()) for t in total_ax.texts) == sorted(expected["order_index"])
+    assert "uncached" in uncached_ax.get_ylabel()
+    assert "1 failed trial(s) not drawn" in _texts(fig)
+
+
+def test_cycle_growth_is_cumulative_and_stops_at_unknown_usage(figs):
+    ax = figs["growth"].axes[0]
+    trials = _trials()
+    assert len(ax.lines) == len(trials)
+    tops = sorted(np.nanmax(line.get_ydata()) for line in ax.lines)
+    assert tops[-1] == sum(1_000 * c + 5_000 for c in range(1, 6))  # a placebo trial: 40,000
+    stopped = [line.get_ydata() for line in ax.lines if np.isnan(line.get_ydata()).any()]
+    assert len(stopped) == 1 and list(stopped[0][:2]) == [1_000, 3_000] and np.isnan(stopped[0][2:]).all()
+    assert ax.get_ylabel() == "cumulative prompt (input) tokens"
+
+
+def test_occupancy_stacks_with_error_bars_and_tolerates_empty(figs):
+    ax = figs["occupancy"].axes[0]
+    bars = [p for p in ax.patches if p.get_height() > 0]
+    assert len(bars) == 4
+    assert max(p.get_y() + p.get_height() for p in bars) == 40_000
+    assert any("20.0% of window" in t.get_text() for t in ax.texts)
+    assert sum(1 for c in ax.collections if c.__class__.__name__ == "LineCollection") >= 2
+    empty = plots.occupancy_bars(_occupancy().iloc[0:0], DESIGN)
+    assert "no multi-turn data" in _texts(empty)
+
+
+def test_quality_parity_puts_grade_next_to_total(figs):
+    left, right = figs["quality"].axes[:2]
+    assert "grade" in left.get_xlabel() and "total tokens" in right.get_xlabel()
+    assert any("ratio of means" in t.get_text() and "placebo" in t.get_text() for t in right.texts)
+    by_ratios = plots.quality_parity(_ratios(), DESIGN)
+    assert "grade difference" in by_ratios.axes[0].get_xlabel()
+    assert "total-token ratio" in by_ratios.axes[1].get_xlabel()
+
+
+def test_save_writes_png_and_svg(figs, tmp_path):
+    png, svg = plots.save(figs["warmth"], tmp_path / "figures", "warmth")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    text = svg.read_text()
+    assert text.startswith("<?xml") and "<svg" in text and "cache hit rate (warmth)" in text
+    plots.save(figs["warmth"], tmp_path / "again", "warmth")
+    assert (tmp_path / "again" / "warmth.svg").read_text() == text  # deterministic re-run
+
+
+# ---------------------------------------------------------------- report
+
+
+def _headline() -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"arm": "batching", "n": 5, "failed": 0, "mean": 70_000.0, "lower": 66_000.0, "upper": 74_000.0,
+             "ratio": 0.7, "ratio_lower": 0.64, "ratio_upper": 0.77, "simulated": True},
+            {"arm": "placebo", "n": 4, "failed": 1, "mean": 100_000.0, "lower": 92_000.0, "upper": 104_000.0,
+             "ratio": np.nan, "ratio_lower": np.nan, "ratio_upper": np.nan, "simulated": True},
+        ]
+    )  # fmt: skip
+
+
+def test_headline_direction_and_numbers():
+    fewer = report.total_sentences(_ratios(), DESIGN)
+    assert fewer == [
+        "batching feeds 1.43× fewer total tokens than placebo "
+        "(95% CI 1.30–1.56; n = 5 runs per arm, one interleaved batch)."
+    ]
+    more = pd.DataFrame([_ratio_row("total_tokens", 1.42, 1.30, 1.55, n_arm=5, n_baseline=4, batches=3)])
+    assert report.total_sentences(more, DESIGN) == [
+        "batching feeds 1.42× more total tokens than placebo "
+        "(95% CI 1.30–1.55; n = 5 (batching) and 4 (placebo) runs, 3 interleaved batches)."
+    ]
+    straddles = pd.DataFrame([_ratio_row("total_tokens", 0.95, 0.85, 1.07)])
+    assert "which includes no difference" in report.total_sentences(straddles, DESIGN)[0]
+    stitched = pd.DataFrame([_ratio_row("total_tokens", 0.7, 0.6, 0.8, label="cross-run stitch", batches=2)])
+    assert "cross-run stitch of 2 batches, not one interleaved batch" in report.total_sentences(stitched, DESIGN)[0]
+
+
+def test_uncached_is_a_separate_sentence_with_hit_rates():
+    text = report.headline_text(_headline(), _ratios(), DESIGN)
+    lines = text.splitlines()
+    assert lines[0] == report.SIMULATION_BANNER
+    total, uncached = lines[1], lines[2]
+    assert "uncached" not in total and "hit rate" not in total
+    assert uncached.startswith("uncached tokens: batching feeds 1.20× fewer uncached input tokens than placebo")
+    assert "at observed cache hit rates 91% (batching) and 88% (placebo)" in uncached
+    assert uncached.endswith("this figure depends on cache warmth.")
+    real = report.headline_text(_headline(), _ratios(), {**DESIGN, "simulated": False})
+    assert "SIMULATION" not in real
+
+
+def test_headline_falls_back_to_headline_table():
+    text = report.headline_text(_headline(), _ratios().iloc[0:0], {**DESIGN, "simulated": False})
+    assert text.startswith("batching feeds 1.43× fewer total tokens than placebo (95% CI 1.30–1.56;")
+    assert "n = 5 (batching) and 4 (placebo) runs" in text
+
+
+@pytest.fixture
+def batch_dir(tmp_path, figs) -> tuple[Path, dict]:
+    paths = {name: plots.save(fig, tmp_path / "figures", name)[0] for name, fig in figs.items()}
+    return tmp_path, paths
+
+
+def test_report_content_and_files(batch_dir):
+    folder, figures = batch_dir
+    ratios = _ratios(values=(-0.12, -0.2, -0.05))
+    ratios.loc[ratios["metric"] == "cycles", "label"] = "cross-run stitch"
+    ratios.loc[ratios["metric"] == "cycles", "small_n"] = True
+    design = {**DESIGN, "model": "sim-model", "versions": {"codex": "0.169.0"}, "pinned": {"effort": "medium"}}
+    md_path = report.write_report(
+        folder, design=design, headline=_headline(), ratios=ratios, trials=_trials(), figures=figures,
+        warnings=["given: quote with care"],
+    )  # fmt: skip
+    md = md_path.read_text()
+    assert md.splitlines()[0] == report.SIMULATION_BANNER
+    assert "**batching feeds 1.43× fewer total tokens than placebo (95% CI 1.30–1.56;" in md
+    assert "\nuncached tokens: batching feeds 1.20× fewer" in md  # its own paragraph
+    for needle in (
+        "given: quote with care",
+        "cross-run stitch: batching vs placebo (cycles)",
+        "small n: batching vs placebo",
+        "failed trials: 1 of 5 placebo trials failed (timeout)",
+        "quality drift: batching grades 0.12 lower than placebo",
+        "one batch without a non-isolated control",
+        "| isolation | nonce+key |",
+        "| versions | codex=0.169.0 |",
+        "| pinned | effort=medium |",
+        "| batching | 5 | 0 | 0.90 |",  # grade per arm: graded, ungraded, mean
+    ):
+        assert needle in md, needle
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert len(images) == len(figures)
+    assert all(not Path(i).is_absolute() and (folder / i).is_file() for i in images)
+    page = (folder / "report.html").read_text()
+    assert '<p class="banner">SIMULATION:' in page and "<table>" in page
+    assert all((folder / src).is_file() for src in re.findall(r'<img src="([^"]+)"', page))
+    assert len(re.findall(r"<img ", page)) == len(figures)
+
+
+def test_report_without_flags_has_no_false_warnings(tmp_path):
+    folder = tmp_path
+    trials = _trials().assign(status="ok", reason="")
+    design = {**DESIGN, "simulated": False}
+    md = report.write_report(
+        folder, design=design, headline=_headline(), ratios=_ratios(), trials=trials, figures={}, warnings=[]
+    ).read_text()
+    assert "SIMULATION" not in md
+    for absent in ("cross-run stitch:", "small n:", "failed trials:", "quality drift:"):
+        assert absent not in md, absent
+
+
+def test_report_refuses_a_missing_figure(tmp_path):
+    with pytest.raises(FileNotFoundError, match="figure 'warmth'"):
+        report.write_report(
+            tmp_path, design=DESIGN, headline=_headline(), ratios=_ratios(), trials=_trials(),
+            figures={"warmth": Path("figures/warmth.png")}, warnings=[],
+        )  # fmt: skip
