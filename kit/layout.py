@@ -116,10 +116,12 @@ def batch_path(batch_dir: str | None, outputs_dir: str, batch: str | None) -> Pa
     return path
 
 
-def batch_paths(batch_dirs: list[str] | None, outputs_dir: str, batch: str | None) -> list[Path]:
+def batch_paths(
+    batch_dirs: list[str] | None, outputs_dir: str, batch: str | None, batch_dir: str | None = None
+) -> list[Path]:
     """Several batch folders (for cross-batch analysis), defaulting to the one batch."""
     if batch_dirs is None:
-        return [batch_path(None, outputs_dir, batch)]
+        return [batch_path(batch_dir, outputs_dir, batch)]
     if not isinstance(batch_dirs, list) or not batch_dirs:
         raise ValueError("parameter 'batch_dirs': accepted: a non-empty list of batch folder paths, or None")
     return [batch_path(p, outputs_dir, None) for p in batch_dirs]

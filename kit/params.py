@@ -60,6 +60,7 @@ RUN = [
     Param("outputs_dir", (str,), "a folder path", lambda v: bool(v)),
     Param("task_options", (dict,), "a mapping of the task's options"),
     Param("arm_defs", (dict,), "a mapping arm name -> arm definition"),
+    Param("backend_options", (dict,), "a mapping of backend options (e.g. codex_bin, claude_bin, effort)"),
     Param("retry_failed", (bool,), "true or false"),
     Param("profile", (str,), "a cache profile name, or None for the backend's default", optional=True),
     Param("survival", (int, float), "a number from 0 to 1", lambda v: 0 <= v <= 1),

@@ -254,6 +254,8 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         model=p["model"],
         max_cycles=p["max_cycles"],
         timeout_s=p["timeout_s"],
+        effort=p["backend_options"].get("effort"),
+        options=p["backend_options"],
     )
     offset = log_path.stat().st_size if log_path and log_path.exists() else 0
     started, t0 = _now(), time.perf_counter()

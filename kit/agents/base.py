@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -32,6 +34,7 @@ class TrialSpec:
     max_cycles: int = 40
     timeout_s: float = 600.0
     system_prompt: str = "You are a coding agent in a read-only repository. Use the tools to inspect files."
+    options: Mapping[str, Any] = field(default_factory=dict)  # backend_options: binaries, effort, …
 
     @property
     def cache_bust_tool(self) -> str | None:

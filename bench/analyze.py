@@ -1,0 +1,91 @@
+"""Timings of the analysis stage: how long the bootstrap intervals take at realistic and large sizes.
+
+Run: ``.venv/bin/python bench/analyze.py [--repeat N]``. Each case builds its input once, then times
+the call (best of N, wall clock). Add a case by appending a :class:`Case` to ``CASES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from kit import stats
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    setup: Callable[[], object]
+    run: Callable[[object], object]
+    target_s: float | None = None
+
+
+def paired_trials(batches: int, runs: int, seed: int = 0) -> pd.DataFrame:
+    """Interleaved batches of paired trials with lognormal workloads and a true ratio near 0.5."""
+    rng = np.random.default_rng(seed)
+    base = rng.lognormal(13, 0.4, size=(batches, runs))
+    arm = base * 0.5 * rng.lognormal(0, 0.2, size=(batches, runs))
+    frames = []
+    for name, values in (("placebo", base), ("batching", arm)):
+        b, r = np.meshgrid(np.arange(batches), np.arange(runs), indexing="ij")
+        frames.append(
+            pd.DataFrame(
+                {
+                    "batch": [f"b{i}" for i in b.ravel()],
+                    "arm": name,
+                    "run": r.ravel(),
+                    "status": "ok",
+                    "total_tokens": values.ravel(),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def _ratio(paired: bool | None = None) -> Callable[[object], object]:
+    return lambda trials: stats.ratio(trials, "total_tokens", "batching", "placebo", n_resamples=10_000, paired=paired)
+
+
+CASES = [
+    Case("ratio: paired BCa, 1 batch x 1,000 runs, 10,000 resamples", lambda: paired_trials(1, 1000), _ratio(), 2.0),
+    Case("ratio: unpaired BCa, 1 batch x 1,000 runs, 10,000 resamples", lambda: paired_trials(1, 1000), _ratio(False)),
+    Case("ratio: paired BCa, 1 batch x 5 runs, 10,000 resamples", lambda: paired_trials(1, 5), _ratio()),
+    Case("ratio: two-level paired, 3 batches x 5 runs, 10,000 resamples", lambda: paired_trials(3, 5), _ratio()),
+    Case("ratio: two-level paired, 10 batches x 100 runs, 10,000 resamples", lambda: paired_trials(10, 100), _ratio()),
+    Case(
+        "ratio: two-level unpaired, 10 batches x 100 runs, 10,000 resamples",
+        lambda: paired_trials(10, 100),
+        _ratio(False),
+    ),
+]
+
+
+def measure(cases: list[Case], repeat: int) -> pd.DataFrame:
+    rows = []
+    for case in cases:
+        data = case.setup()
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            case.run(data)
+            times.append(time.perf_counter() - start)
+        best = min(times)
+        verdict = "" if case.target_s is None else ("ok" if best <= case.target_s else "SLOW")
+        rows.append({"case": case.name, "best_s": round(best, 3), "target_s": case.target_s, "verdict": verdict})
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="timed repetitions per case (best is shown)")
+    args = parser.parse_args()
+    print(measure(CASES, args.repeat).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""Price canonical token counts with dated rate cards (``kit/data/rates/*.yaml``).
+
+Prices are data, not constants: they change within months, so each card row carries its source and
+the date it was read. Canonical rows already resolve the provider conventions (``input_tokens`` holds
+every prompt token; reads and writes are parts of it), so one formula serves OpenAI and Anthropic:
+
+    fresh = input - cache_read - cache_write
+    price = fresh x input + cache_read x cached_input + 5-minute writes x write_5m
+            + 1-hour writes x write_1h + output x output
+
+A card row without a write surcharge (``cache_write: null``: OpenAI before GPT-5.6, the Codex credit
+card) bills writes as ordinary input. A model no card knows (every simulated ``sim-...`` model) prices
+as NA with a warning naming it: a cost of zero would be a number users quote.
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import pandas as pd
+import yaml
+
+Card = Literal["usd", "credits"]
+
+CARD_FILES: dict[str, tuple[str, ...]] = {
+    "usd": ("openai.yaml", "anthropic.yaml"),
+    "credits": ("codex-credits.yaml",),
+}
+OUTPUT_NAMES = {"usd": "cost_usd", "credits": "credits"}
+RATE_COLUMNS = ["input", "cached_input", "cache_write", "write_5m", "write_1h", "output"]
+CARD_COLUMNS = ["provider", "model", "prefixes", *RATE_COLUMNS, "unit", "source_url", "checked", "note"]
+REQUIRED_ROW_KEYS = ("model", "input", "cached_input", "output", "unit", "source_url", "checked")
+PER_MILLION = 1_000_000
+
+
+def _load_file(name: str) -> list[dict]:
+    """Rows of one YAML card with the file's ``defaults`` merged in; malformed rows fail with their place."""
+    path = resources.files("kit") / "data" / "rates" / name
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    defaults = doc.get("defaults", {})
+    rows = []
+    for i, raw in enumerate(doc["rows"]):
+        row = {**defaults, **raw}
+        missing = [k for k in REQUIRED_ROW_KEYS if row.get(k) is None]
+        if missing:
+            raise ValueError(f"{path}: rows[{i}] ({row.get('model', '?')}): missing {', '.join(missing)}")
+        if row["provider"] == "anthropic" and (row.get("write_5m") is None or row.get("write_1h") is None):
+            raise ValueError(f"{path}: rows[{i}] ({row['model']}): an Anthropic row needs write_5m and write_1h")
+        rows.append(row)
+    return rows
+
+
+@cache
+def _card_rows(card: str) -> tuple[dict, ...]:
+    if card not in CARD_FILES:
+        raise ValueError(f"unknown rate card {card!r}: expected one of {sorted(CARD_FILES)}")
+    return tuple(row for name in CARD_FILES[card] for row in _load_file(name))
+
+
+def rate_card(card: Card = "usd") -> pd.DataFrame:
+    """The rate card as a table to display next to priced results (one row per model)."""
+    rows = [
+        {k: (", ".join(r.get(k, [])) if k == "prefixes" else r.get(k)) for k in CARD_COLUMNS} for r in _card_rows(card)
+    ]
+    frame = pd.DataFrame(rows, columns=CARD_COLUMNS)
+    return frame.astype({c: "Float64" for c in RATE_COLUMNS})
+
+
+def match_model(model: str, card: Card = "usd") -> dict | None:
+    """The card row for ``model``: an exact name first, else the longest listed prefix; None if unknown."""
+    rows = _card_rows(card)
+    for row in rows:
+        if row["model"] == model:
+            return row
+    hits = [(len(p), row) for row in rows for p in row.get("prefixes", []) if model.startswith(p)]
+    return max(hits, key=lambda h: h[0])[1] if hits else None
+
+
+def _effective_rates(row: dict) -> dict[str, float]:
+    """Per-token-kind USD/credits per 1M, with writes falling back to the input rate when not surcharged."""
+    input_rate = float(row["input"])
+    if row["provider"] == "anthropic":
+        write_5m, write_1h = float(row["write_5m"]), float(row["write_1h"])
+    else:
+        write = input_rate if row.get("cache_write") is None else float(row["cache_write"])
+        write_5m = write_1h = write
+    return {
+        "input": input_rate,
+        "cached_input": float(row["cached_input"]),
+        "write_5m": write_5m,
+        "write_1h": write_1h,
+        "output": float(row["output"]),
+    }
+
+
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    if name not in frame.columns:
+        raise ValueError(f"price(): the table has no {name!r} column (expected canonical request or trial columns)")
+    return frame[name].astype("Float64")
+
+
+def price(frame: pd.DataFrame, card: Card = "usd") -> pd.Series:
+    """Cost of each row (a request, or a trial's sums) in USD or Codex credits; NA where unknowable.
+
+    NA when the model has no card row (with a warning naming it), when usage is unknown, or when a
+    token kind that carries its own rate is missing. Unknown 1-hour splits price as 5-minute writes
+    (the API default TTL) with a warning. The per-request long-context surcharge (OpenAI, > 272K input)
+    is applied to request rows; trial rows are sums, so use :func:`price_by_trial` for those when any
+    request may be that long (a warning says when it could matter).
+    """
+    name = OUTPUT_NAMES.get(card)
+    if name is None:
+        raise ValueError(f"unknown rate card {card!r}: expected one of {sorted(CARD_FILES)}")
+    if "model" not in frame.columns:
+        raise ValueError("price(): the table has no 'model' column")
+    is_trial_table = "cycles" in frame.columns and "cycle" not in frame.columns
+    original_index = frame.index
+    frame = frame.reset_index(drop=True)  # positional labels: the caller's index may repeat
+    inp = _column(frame, "input_tokens")
+    read = _column(frame, "cache_read_tokens")
+    write = _column(frame, "cache_write_tokens")
+    write_1h = frame["cache_write_1h_tokens"].astype("Float64") if "cache_write_1h_tokens" in frame else None
+    out = _column(frame, "output_tokens")
+
+    result = pd.Series(pd.NA, index=frame.index, dtype="Float64", name=name)
+    unknown: list[str] = []
+    unsplit = 0
+    long_trials = 0
+    for model, idx in frame.groupby(frame["model"].astype("string").fillna("<missing>"), sort=False).groups.items():
+        row = match_model(str(model), card)
+        if row is None:
+            unknown.append(str(model))
+            continue
+        r = _effective_rates(row)
+        i, c, w, o = inp[idx], read[idx], write[idx], out[idx]
+        writes_surcharged = r["write_5m"] != r["input"] or r["write_1h"] != r["input"]
+        if not writes_surcharged:
+            w = w.fillna(0)  # writes bill as input: a missing write count cannot change the price
+        w1 = write_1h[idx] if write_1h is not None else pd.Series(pd.NA, index=idx, dtype="Float64")
+        if r["write_1h"] != r["write_5m"]:
+            unsplit += int(((w1.isna()) & (w.fillna(0) > 0)).sum())
+        w1 = w1.fillna(0)
+        fresh = i - c - w
+        bad = fresh < 0
+        if bad.fillna(False).any():
+            first = original_index[bad[bad.fillna(False)].index[0]]
+            raise ValueError(
+                f"price(): row {first!r} ({model}): cache_read + cache_write exceed input_tokens; "
+                "canonical rows hold every prompt token in input_tokens"
+            )
+        cost = (
+            fresh * r["input"] + c * r["cached_input"] + (w - w1) * r["write_5m"] + w1 * r["write_1h"] + o * r["output"]
+        ) / PER_MILLION
+        long = row.get("long_context")
+        if long:
+            over = i > long["above_input_tokens"]
+            if is_trial_table:
+                long_trials += int(over.fillna(False).sum())
+            else:
+                input_part = fresh * r["input"] + c * r["cached_input"] + (w - w1) * r["write_5m"] + w1 * r["write_1h"]
+                surcharge = (
+                    input_part * (long["input_x"] - 1) + o * r["output"] * (long["output_x"] - 1)
+                ) / PER_MILLION
+                cost = cost.where(~over.fillna(False), cost + surcharge)
+        result[idx] = cost
+    if unknown:
+        warnings.warn(
+            f"no {card} rate for model(s) {', '.join(sorted(unknown))}: priced as NA, not zero "
+            f"(see kit.pricing.rate_card({card!r}))",
+            stacklevel=2,
+        )
+    if unsplit:
+        warnings.warn(
+            f"{unsplit} row(s) wrote to the cache with no 5m/1h split: priced at the 5-minute write rate",
+            stacklevel=2,
+        )
+    if long_trials:
+        warnings.warn(
+            f"{long_trials} trial(s) hold more input tokens than a long-context threshold: the surcharge applies "
+            "per request, which a trial sum cannot show; use kit.pricing.price_by_trial(requests) for exact costs",
+            stacklevel=2,
+        )
+    result.index = original_index
+    return result
+
+
+def price_by_trial(requests: pd.DataFrame, card: Card = "usd") -> pd.Series:
+    """Exact per-trial cost: price every request, then sum per ``trial_id`` (NA if any request is NA)."""
+    per_request = price(requests, card)
+    return per_request.groupby(requests["trial_id"], sort=False).sum(skipna=False, min_count=1).rename(per_request.name)
