@@ -110,10 +110,20 @@ def batch_path(batch_dir: str | None, outputs_dir: str, batch: str | None) -> Pa
     elif batch:
         path = Path(outputs_dir) / batch
     else:
-        raise ValueError("parameter 'batch': missing; accepted: a batch name under outputs_dir, or batch_dir")
+        path = latest_batch(Path(outputs_dir))
     if not path.is_dir():
         raise ValueError(f"parameter 'batch_dir': {str(path)!r} is not a folder; accepted: an existing batch folder")
     return path
+
+
+def latest_batch(outputs_dir: Path) -> Path:
+    """The most recently started batch under ``outputs_dir`` (interactive use: run, then parse …)."""
+    found = sorted(outputs_dir.glob("*/manifest.json"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise ValueError(
+            f"parameter 'batch': missing and no batch under {str(outputs_dir)!r}; accepted: a batch name or batch_dir"
+        )
+    return found[-1].parent
 
 
 def batch_paths(

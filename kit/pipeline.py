@@ -74,11 +74,13 @@ def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True,
     folder.mkdir(parents=True, exist_ok=True)
     for stage in tqdm(stages, desc=f"batch {params['batch']}", unit="notebook", disable=not progress):
         out = folder / f"{stage}.ipynb"
+        source = str(NOTEBOOKS / f"{stage}.ipynb")
+        declared = papermill.inspect_notebook(source)  # pass each notebook only what it declares
         try:
             papermill.execute_notebook(
-                str(NOTEBOOKS / f"{stage}.ipynb"),
+                source,
                 str(out),
-                parameters=params,
+                parameters={k: v for k, v in params.items() if k in declared},
                 cwd=str(ROOT),
                 progress_bar=False,
                 execution_timeout=timeout_s,
