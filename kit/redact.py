@@ -11,7 +11,12 @@ import os
 import re
 from typing import Any
 
-SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH)", re.IGNORECASE)
+# Names of credentials (OPENAI_API_KEY, GITHUB_TOKEN, x-api-key, authorization …), not of token counts
+# (input_tokens) or cache routing keys (prompt_cache_key), which are data and must stay readable.
+SECRET_NAME = re.compile(
+    r"^(?!.*cache_key$).*(api[_-]?key|(^|[_-])key$|(^|[_-])token$|secret|password|credential|^authorization$)",
+    re.IGNORECASE,
+)
 KEY_SHAPE = re.compile(r"\b(sk-(?:proj-|ant-(?:api\d\d-)?)?[A-Za-z0-9_\-]{16,})")
 MASK = "[REDACTED]"
 

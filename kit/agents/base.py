@@ -11,6 +11,10 @@ import orjson
 
 from kit.design import Arm
 
+# The kit's own agents' system prompt: as long as a real harness's guidance, so the shared prefix is
+# cacheable (>= 1,024 tokens) and cache isolation between trials is measurable.
+SYSTEM_PROMPT = (Path(__file__).resolve().parent.parent / "data" / "agent_system_prompt.md").read_text()
+
 
 @dataclass(frozen=True)
 class TrialSpec:
@@ -33,7 +37,7 @@ class TrialSpec:
     effort: str | None = None
     max_cycles: int = 40
     timeout_s: float = 600.0
-    system_prompt: str = "You are a coding agent in a read-only repository. Use the tools to inspect files."
+    system_prompt: str = field(default_factory=lambda: SYSTEM_PROMPT)
     options: Mapping[str, Any] = field(default_factory=dict)  # backend_options: binaries, effort, …
 
     @property
