@@ -149,7 +149,7 @@ def analyze_batches(
         "headline": metrics.headline(trials, baseline, ratios, confidence=confidence, seed=seed),
         "warmth": warmth,
         "observed": observed(trials, others[0], baseline),
-        "warnings": _warnings(trials, ratios, design) + trials.attrs.get("pricing_warnings", []),
+        "warnings": _warnings(design) + trials.attrs.get("pricing_warnings", []),
         "window_tokens": window_tokens,
     }
     folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
@@ -159,18 +159,9 @@ def analyze_batches(
     return result
 
 
-def _warnings(trials: pd.DataFrame, ratios: pd.DataFrame, design: dict) -> list[str]:
+def _warnings(design: dict) -> list[str]:
+    """Warnings the report cannot derive from the tables (it adds simulation, small-n, stitch itself)."""
     out = []
-    if design["simulated"]:
-        out.append("SIMULATION: embedded provider with a scripted model; these are not a real model's costs.")
     if "BLOCKED" in design["schedule"]:
         out.append("Blocked schedule: arms ran in separate time blocks, so provider-cache drift is confounded.")
-    failed = trials[trials["status"] != "ok"]
-    if len(failed):
-        per_arm = failed.groupby("arm").size().to_dict()
-        out.append(f"{len(failed)} failed trial(s) excluded from ratios: {per_arm}")
-    if ratios["small_n"].any():
-        out.append("Small sample: fewer than 5 finished trials in an arm; treat intervals as rough.")
-    if (ratios["label"] == "cross-run stitch").any():
-        out.append("Cross-run stitch: some ratios divide arms measured in different batches.")
     return out

@@ -25,9 +25,11 @@ def _read(bd: BatchDir) -> dict[str, Any]:
     if not (a / "design.json").exists():
         raise FileNotFoundError(f"{a / 'design.json'}: missing; run the analyze stage on {bd.root} first")
     design = orjson.loads((a / "design.json").read_bytes())
+    warnings = design.pop("warnings", [])
     occupancy = a / "occupancy.csv"
     return {
         "design": design,
+        "warnings": warnings,
         "trials": pd.read_csv(a / "trials.csv"),
         "ratios": pd.read_csv(a / "ratios.csv", keep_default_na=False, na_values=[""]),
         "headline": pd.read_csv(a / "headline.csv"),
@@ -63,7 +65,7 @@ def publish(batch_dir: Path) -> dict[str, Any]:
         ratios=d["ratios"],
         trials=d["trials"],
         figures=figures,
-        warnings=design.get("warnings", []),
+        warnings=d["warnings"],
     )
     return {"report": path, "figures": figures, "headline": report.headline_text(d["headline"], d["ratios"], design)}
 

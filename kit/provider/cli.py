@@ -1,0 +1,51 @@
+"""``python -m kit provider serve``: run the embedded provider on loopback until interrupted."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m kit provider serve",
+        description="Serve the simulated OpenAI / Anthropic endpoints on loopback; prints the base URL.",
+    )
+    p.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
+    p.add_argument("--profile", default="openai-implicit", help="cache profile name (default: openai-implicit)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the policy and the cache survival draws")
+    p.add_argument("--survival", type=float, default=1.0, help="cache entry survival probability in [0, 1]")
+    p.add_argument("--log", default=None, help="request log path (default: a temporary file)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (loopback unless --allow-non-loopback)")
+    p.add_argument("--allow-non-loopback", action="store_true", help="allow binding a non-loopback address")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until interrupted; ``argv`` may start with the word ``serve`` or not (``python -m kit`` strips it)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["serve"]:
+        args = args[1:]
+    p = parser()
+    options = p.parse_args(args)
+    if not 0.0 <= options.survival <= 1.0:
+        p.error(f"--survival must be in [0, 1], got {options.survival}")
+    from kit.provider.cache import profile_names
+    from kit.provider.server import serve_forever
+
+    if options.profile not in profile_names():
+        p.error(f"--profile {options.profile!r} is not one of {profile_names()}")
+    try:
+        serve_forever(
+            profile=options.profile,
+            seed=options.seed,
+            port=options.port,
+            host=options.host,
+            log_path=options.log,
+            survival=options.survival,
+            allow_non_loopback=options.allow_non_loopback,
+        )
+    except ValueError as exc:
+        p.error(str(exc))
+    return 0

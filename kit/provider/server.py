@@ -1,0 +1,498 @@
+"""The embedded provider's HTTP server: OpenAI Responses, Chat Completions and Anthropic Messages.
+
+A Starlette app served by uvicorn in a background thread, bound to loopback. Every model request
+goes the same way: parse and validate the body into a ``Conversation``, cut the prompt into token
+segments (``prompt``), let the cache engine decide reads and writes for the caller's domain (a hash
+of its API key), ask the scripted policy for a reply, render it in the API's own wire format, and
+append one line to the request log before the response leaves.
+
+Work per request is done inline on the event loop: it is CPU-bound, short (the tokeniser remembers
+blocks it has seen) and the engine is locked anyway, so a thread pool would only add hand-offs.
+Everything a request can get wrong becomes an error in that API's shape; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+import socket
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kit.provider import wire_anthropic, wire_openai
+from kit.provider.cache import BreakpointError, CacheEngine, CacheProfile, CacheResult, load_profile
+from kit.provider.log import RequestLog, domain_of, record
+from kit.provider.policy import Conversation, EchoPolicy, Policy, Reply
+from kit.provider.prompt import ParsedRequest, PromptCounter, RequestError
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MODELS = ("sim-model", "sim-gpt", "sim-claude")
+_TRIAL = re.compile(rb"^/t/([^/]+)(/.*)$")
+_LOGGER = logging.getLogger(__name__)
+
+
+class _HttpError(Exception):
+    """A request refused before it is parsed (bad JSON, too large)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass(frozen=True)
+class _Api:
+    """One model endpoint: how to read its requests and render a reply in its wire format."""
+
+    name: str  # the log's "api"
+    endpoint: str
+    parse: Callable[..., ParsedRequest]
+    segments: Callable[[PromptCounter, dict], list]
+    anthropic: bool = False
+
+
+_RESPONSES = _Api("responses", "/v1/responses", wire_openai.parse_responses, PromptCounter.responses)
+_CHAT = _Api("chat", "/v1/chat/completions", wire_openai.parse_chat, PromptCounter.chat)
+_MESSAGES = _Api("messages", "/v1/messages", wire_anthropic.parse_messages, PromptCounter.anthropic, anthropic=True)
+
+
+@dataclass
+class _Rendered:
+    response_id: str
+    wire_usage: dict | None
+    body: dict | None = None  # a JSON answer
+    frames: list[bytes] = field(default_factory=list)  # or SSE frames
+
+
+def _error_response(
+    anthropic: bool, status: int, message: str, param: str | None = None, headers: dict[str, str] | None = None
+) -> Response:
+    body = wire_anthropic.error_body(status, message) if anthropic else wire_openai.error_body(status, message, param)
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def _is_anthropic(request: Request) -> bool:
+    return request.url.path.startswith("/v1/messages") or "anthropic-version" in request.headers
+
+
+def _api_key(request: Request) -> str:
+    auth = request.headers.get("authorization", "")
+    return request.headers.get("x-api-key") or (auth[7:] if auth.lower().startswith("bearer ") else auth)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, or a 413 once it exceeds ``limit`` (the rest is drained so the client sees the 413)."""
+    declared = request.headers.get("content-length", "")
+    too_large = declared.isdigit() and int(declared) > limit
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        too_large = too_large or size > limit
+        if not too_large:
+            parts.append(chunk)
+    if too_large:
+        raise _HttpError(413, f"request body exceeds the limit of {limit} bytes")
+    return b"".join(parts)
+
+
+def _load_json(raw: bytes) -> dict:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _HttpError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise _HttpError(400, f"request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _new_tool_results(conversation: Conversation) -> list[dict]:
+    """Tool results after the last assistant message: what this request brings new (for the log)."""
+    last = max((i for i, m in enumerate(conversation.messages) if m.role == "assistant"), default=-1)
+    calls = conversation.calls_by_id()
+    return [
+        {
+            "call_id": m.tool_call_id,
+            "name": getattr(calls.get(m.tool_call_id), "name", None),
+            "chars": len(m.text),
+            "is_error": m.is_error,
+        }
+        for m in conversation.messages[last + 1 :]
+        if m.role == "tool"
+    ]
+
+
+class ProviderApp:
+    """The request pipeline behind the routes: engine, tokeniser, policy, log and clock."""
+
+    def __init__(
+        self,
+        *,
+        profile: CacheProfile,
+        policy: Policy,
+        seed: int,
+        survival: float,
+        capacity_tokens: int,
+        clock: Callable[[], float],
+        log: RequestLog,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ):
+        self.profile = profile
+        self.policy = policy
+        self.policy_name = str(getattr(policy, "name", type(policy).__name__))
+        self.seed = seed
+        self.engine = CacheEngine(profile, capacity_tokens=capacity_tokens, survival=survival, seed=seed)
+        self.counter = PromptCounter()
+        self.clock = clock
+        self.log = log
+        self.max_body_bytes = max_body_bytes
+        self.bills_writes = profile.kind in ("openai_explicit", "anthropic")
+        self.app = Starlette(
+            routes=[
+                Route("/v1/responses", self._endpoint(_RESPONSES), methods=["POST"]),
+                Route("/v1/chat/completions", self._endpoint(_CHAT), methods=["POST"]),
+                Route("/v1/messages", self._endpoint(_MESSAGES), methods=["POST"]),
+                Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+            ],
+            middleware=[Middleware(_TrialPrefix)],
+            exception_handlers={HTTPException: self._http_exception},
+        )
+
+    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return {"x-kit-policy": self.policy_name, "x-kit-simulated": "true", **(extra or {})}
+
+    async def _http_exception(self, request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 500)
+        message = f"{getattr(exc, 'detail', 'error')}: {request.method} {request.url.path}"
+        return _error_response(_is_anthropic(request), status, message, headers=self.headers())
+
+    def _endpoint(self, api: _Api) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            return await self.handle(api, request)
+
+        return endpoint
+
+    async def models(self, request: Request) -> Response:
+        if _is_anthropic(request):
+            data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in MODELS]
+            body: dict = {"data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]}
+        else:
+            body = {
+                "object": "list",
+                "data": [{"id": m, "object": "model", "created": 0, "owned_by": "agent-ab-kit"} for m in MODELS],
+            }
+        return Response(orjson.dumps(body), media_type="application/json", headers=self.headers())
+
+    async def count_tokens(self, request: Request) -> Response:
+        """Anthropic's token counter: the prompt's total tokens, without touching the cache."""
+        try:
+            body = _load_json(await _read_body(request, self.max_body_bytes))
+            wire_anthropic.parse_messages(body, require_max_tokens=False)
+            tokens = sum(s.tokens for s in self.counter.anthropic(body))
+        except _HttpError as exc:
+            return _error_response(True, exc.status, exc.message, headers=self.headers())
+        except RequestError as exc:
+            return _error_response(True, 400, str(exc), headers=self.headers())
+        return Response(orjson.dumps({"input_tokens": tokens}), media_type="application/json", headers=self.headers())
+
+    async def handle(self, api: _Api, request: Request) -> Response:
+        """One model request, start to log line; never raises."""
+        started = time.perf_counter()
+        trial_id = request.scope.get("kit_trial_id") or request.headers.get("x-kit-trial-id")
+        domain = domain_of(_api_key(request))
+        now = self.clock()
+        fields: dict[str, Any] = {
+            "t": now,
+            "endpoint": api.endpoint,
+            "api": api.name,
+            "policy": self.policy_name,
+            "profile": self.profile.name,
+            "domain": domain,
+            "trial_id": trial_id,
+        }
+        request_id = wire_openai.new_id("req")
+        headers = self.headers({"request-id" if api.anthropic else "x-request-id": request_id})
+        try:
+            body = _load_json(await _read_body(request, self.max_body_bytes))
+            fields.update(model=body.get("model"), stream=body.get("stream") is True)
+            parsed = api.parse(body, seed=self.seed, trial_id=trial_id)
+            fields["prompt_cache_key"] = parsed.prompt_cache_key
+            segments = api.segments(self.counter, body)
+            fields["segments"] = [[s.digest, s.tokens, s.breakpoint] for s in segments]
+            try:
+                result = self.engine.process(
+                    segments, domain=domain, now=now, model=parsed.model, routing_key=parsed.prompt_cache_key
+                )
+            except BreakpointError as exc:
+                raise RequestError("cache_control", str(exc)) from None
+            reply = self.policy.reply(parsed.conversation)
+            output_tokens = self._output_tokens(reply)
+            rendered = self._render(api, parsed, reply, result, output_tokens)
+        except (_HttpError, RequestError) as exc:
+            status, message = (exc.status, exc.message) if isinstance(exc, _HttpError) else (400, str(exc))
+            param = exc.field if isinstance(exc, RequestError) else None
+            self._log(fields, started, status=status, error=message)
+            return _error_response(api.anthropic, status, message, param, headers)
+        except Exception as exc:
+            _LOGGER.exception("provider failed on %s", api.endpoint)
+            message = f"internal error in the simulated provider: {type(exc).__name__}: {exc}"
+            self._log(fields, started, status=500, error=message)
+            return _error_response(api.anthropic, 500, message, headers=headers)
+        self._log(
+            fields,
+            started,
+            status=200,
+            response_id=rendered.response_id,
+            usage={
+                "input_tokens": result.input_tokens,
+                "cache_read_tokens": result.cache_read,
+                "cache_write_tokens": result.cache_write,
+                "cache_write_1h_tokens": result.cache_write_1h,
+                "output_tokens": output_tokens,
+                "reasoning_tokens": reply.reasoning_tokens,
+            },
+            wire_usage=rendered.wire_usage,
+            tool_calls=len(reply.tool_calls),
+            tool_results=_new_tool_results(parsed.conversation),
+        )
+        if rendered.body is not None:
+            return Response(orjson.dumps(rendered.body), media_type="application/json", headers=headers)
+        return StreamingResponse(
+            _frames(rendered.frames), media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
+        )
+
+    def _output_tokens(self, reply: Reply) -> int:
+        """Real tokens of the text and each call (name + JSON arguments), plus the hidden reasoning."""
+        count = self.counter.count_text
+        calls = sum(count(c.name) + count(orjson.dumps(c.arguments).decode()) for c in reply.tool_calls)
+        return count(reply.text) + calls + reply.reasoning_tokens
+
+    def _render(
+        self, api: _Api, parsed: ParsedRequest, reply: Reply, result: CacheResult, output_tokens: int
+    ) -> _Rendered:
+        """The reply in the API's wire format, JSON or SSE frames, with its usage object."""
+        reasoning = reply.reasoning_tokens
+        if api is _RESPONSES:
+            usage = wire_openai.responses_usage(result, output_tokens, reasoning)
+            items = wire_openai.responses_items(reply, parsed.custom_tools)
+            final = wire_openai.response_object(parsed, wire_openai.new_id("resp"), items, usage)
+            if parsed.stream:
+                return _Rendered(final["id"], usage, frames=wire_openai.responses_events(parsed, final))
+            return _Rendered(final["id"], usage, body=final)
+        if api is _CHAT:
+            usage = wire_openai.chat_usage(result, output_tokens, reasoning, self.bills_writes)
+            response_id = wire_openai.new_id("chatcmpl")
+            calls = wire_openai.chat_calls(reply)
+            if parsed.stream:
+                frames = wire_openai.chat_events(parsed, response_id, reply, calls, usage)
+                return _Rendered(response_id, usage if parsed.include_usage else None, frames=frames)
+            return _Rendered(response_id, usage, body=wire_openai.chat_object(parsed, response_id, reply, calls, usage))
+        usage = wire_anthropic.messages_usage(result, output_tokens, reasoning)
+        message = wire_anthropic.message_object(
+            parsed, wire_openai.new_id("msg"), wire_anthropic.content_blocks(reply), usage
+        )
+        if parsed.stream:
+            return _Rendered(message["id"], usage, frames=wire_anthropic.message_events(message))
+        return _Rendered(message["id"], usage, body=message)
+
+    def _log(self, fields: dict[str, Any], started: float, **more: Any) -> None:
+        self.log.write(record(**fields, **more, server_ms=round((time.perf_counter() - started) * 1000, 3)))
+
+
+async def _frames(frames: list[bytes]) -> Any:
+    for frame in frames:
+        yield frame
+
+
+class _TrialPrefix:
+    """``/t/<trial_id>/v1/...`` → ``/v1/...`` with the trial id kept in the scope for the log."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = (scope.get("raw_path") or scope["path"].encode()) if scope["type"] == "http" else b""
+        if match := _TRIAL.match(raw.split(b"?")[0]):  # raw: a trial id may hold an escaped "/"
+            trial_id, rest = (unquote(g.decode()) for g in match.groups())
+            scope = {**scope, "path": rest, "raw_path": match.group(2), "kit_trial_id": trial_id}
+        await self.app(scope, receive, send)
+
+
+def _check_host(address: str, allow_non_loopback: bool) -> None:
+    """Refuse a non-loopback bind address (the resolved one: a name could point anywhere) unless allowed."""
+    host = address.split("%")[0]  # drop an IPv6 zone
+    if ipaddress.ip_address(host).is_loopback:
+        return
+    if not allow_non_loopback:
+        raise ValueError(
+            f"refusing to bind {host!r}: the simulated provider serves loopback only "
+            "(override: allow_non_loopback=True, or --allow-non-loopback on the command line)"
+        )
+    warnings.warn(f"the simulated provider is listening on non-loopback {host!r}", stacklevel=3)
+
+
+class _WallClock:
+    """Seconds since the server started: the engine's default simulated clock."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
+
+    def __call__(self) -> float:
+        return time.monotonic() - self._start
+
+
+class Provider:
+    """A running embedded provider (returned by ``start``, yielded by ``serve``)."""
+
+    def __init__(self, app: ProviderApp, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
+        self._app, self._sock, self._server, self._thread = app, sock, server, thread
+        host, self.port = sock.getsockname()[:2]
+        self.host = host
+        self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        self.log_path: Path = app.log.path
+        self.engine: CacheEngine = app.engine
+        self.profile: CacheProfile = app.profile
+        self.policy: Policy = app.policy
+        self.policy_name = app.policy_name
+
+    def trial_base_url(self, trial_id: str) -> str:
+        """Base URL whose requests are logged under ``trial_id`` (clients append ``/v1``)."""
+        return f"{self.base_url}/t/{quote(trial_id, safe='')}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop serving and close the log; safe to call twice."""
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._sock.close()
+        self._app.log.close()
+
+    def wait(self) -> None:
+        """Block until the server stops (Ctrl-C stops it)."""
+        try:
+            while self._thread.is_alive():
+                self._thread.join(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+
+
+def start(
+    profile: str | CacheProfile = "openai-implicit",
+    policy: Policy | None = None,
+    seed: int = 0,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    log_path: str | Path | None = None,
+    survival: float = 1.0,
+    capacity_tokens: int = 20_000_000,
+    clock: Callable[[], float] | None = None,
+    allow_non_loopback: bool = False,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Provider:
+    """Start the provider in a background thread and return once it accepts connections.
+
+    ``port=0`` picks a free port. ``log_path=None`` logs to a fresh temporary file. ``clock`` is the
+    cache engine's simulated time in seconds (default: wall-clock seconds since start).
+    """
+    profile = load_profile(profile) if isinstance(profile, str) else profile
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    _check_host(address[0], allow_non_loopback)
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+        if log_path is None:
+            log_path = Path(tempfile.mkdtemp(prefix="kit-provider-")) / "provider_log.jsonl"
+        app = ProviderApp(
+            profile=profile,
+            policy=policy or EchoPolicy(),
+            seed=seed,
+            survival=survival,
+            capacity_tokens=capacity_tokens,
+            clock=clock or _WallClock(),
+            log=RequestLog(log_path),
+            max_body_bytes=max_body_bytes,
+        )
+    except BaseException:
+        sock.close()
+        raise
+    config = uvicorn.Config(app.app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="kit-provider", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            sock.close()
+            app.log.close()
+            raise RuntimeError("the embedded provider did not start")
+        time.sleep(0.005)
+    return Provider(app, sock, server, thread)
+
+
+@contextmanager
+def serve(
+    profile: str | CacheProfile = "openai-implicit",
+    policy: Policy | None = None,
+    seed: int = 0,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    log_path: str | Path | None = None,
+    survival: float = 1.0,
+    capacity_tokens: int = 20_000_000,
+    clock: Callable[[], float] | None = None,
+    allow_non_loopback: bool = False,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Iterator[Provider]:
+    """``with serve(profile=..., policy=..., seed=...) as p:`` → ``p.base_url``, ``p.log_path``; see ``start``."""
+    provider = start(
+        profile,
+        policy,
+        seed,
+        port,
+        host,
+        log_path,
+        survival,
+        capacity_tokens,
+        clock,
+        allow_non_loopback,
+        max_body_bytes,
+    )
+    try:
+        yield provider
+    finally:
+        provider.stop()
+
+
+def serve_forever(**kwargs: Any) -> None:
+    """Run until interrupted (the CLI), printing the base URL and the log path."""
+    provider = start(**kwargs)
+    print(provider.base_url, flush=True)
+    print(f"log: {provider.log_path}  profile: {provider.profile.name}  policy: {provider.policy_name}", flush=True)
+    provider.wait()
