@@ -65,6 +65,24 @@ def design_of(manifests: list[dict]) -> dict[str, Any]:
     }
 
 
+def shared_first_prefix(segments: pd.DataFrame) -> int | None:
+    """Tokens at the head of EVERY trial's first request: what isolation cannot (or did not) separate.
+
+    Seed 003: with a ``cache_bust_<id>`` tool at the top of the prefix this is 0; with only a nonce at
+    the system→task boundary it is the tools + system prompt, which the report states.
+    """
+    firsts = segments[segments["cycle"] == 0]
+    if len(firsts) < 2:
+        return None
+    lists = [orjson.loads(s) for s in firsts["segments_json"]]
+    shared = 0
+    for column in zip(*lists, strict=False):
+        if len({seg[0] for seg in column}) != 1:
+            break
+        shared += column[0][1]
+    return shared
+
+
 def _structural(trials: pd.DataFrame, segments: pd.DataFrame) -> pd.DataFrame:
     if segments.empty:
         return trials.assign(structural_uncached=pd.NA)
@@ -130,6 +148,7 @@ def analyze_batches(
     if baseline not in arms:
         raise ValueError(f"parameter 'baseline': {baseline!r} is not an arm of the batch; accepted: {arms}")
     trials = _priced(_structural(data["trials"], data["segments"]), data["requests"])
+    design["shared_first_prefix_tokens"] = shared_first_prefix(data["segments"])
     metrics_used = [*RATIO_METRICS, *[c for c in PRICED if trials[c].notna().any()]]
     if trials["grade"].notna().any():
         metrics_used.append("grade")

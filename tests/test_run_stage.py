@@ -137,3 +137,16 @@ def test_no_isolation_leaks_between_trials(tmp_path):
     reads = [json.loads((folder / "raw" / m["trial_id"] / "provider_log.jsonl").read_text().splitlines()[0])
              ["usage"]["cache_read_tokens"] for m in later]  # fmt: skip
     assert max(reads) > 0  # without isolation a later trial's first request reads an earlier trial's prefix
+
+
+def test_report_states_the_prefix_every_first_request_shares(done, tmp_path):
+    from kit import parse
+    from kit.analyze import shared_first_prefix
+
+    folder, _ = done
+    assert shared_first_prefix(parse.parse_batch(folder)["segments"]) == 0  # cache-bust tool heads the prefix
+    cfg = run.configure(_values(tmp_path, isolation="nonce", batch="nonce-only"))
+    segments = parse.parse_batch(run.run_batch(cfg, progress=False))["segments"]
+    first = json.loads(segments["segments_json"].iloc[0])
+    tools_and_system = sum(tokens for _digest, tokens, _bp in first[:4])  # 3 file tools + the system prompt
+    assert shared_first_prefix(segments) == tools_and_system > 900  # shared by all trials; the report says so

@@ -26,8 +26,6 @@ def _system_text(spec: TrialSpec) -> str:
     parts = [spec.system_prompt]
     if spec.arm.instruction and spec.arm.placement in ("system", "append_system"):
         parts.append(spec.arm.instruction)
-    if spec.nonce_line:  # at the system -> task boundary
-        parts.append(spec.nonce_line)
     return "\n\n".join(parts)
 
 
@@ -59,6 +57,8 @@ class _OpenAIResponses:
             tools.insert(0, {"type": "function", "strict": False, **bust})
         self.tools = tools
         self.items: list[dict[str, Any]] = []
+        if spec.nonce_line:  # its own item at the system -> task boundary: the system prompt stays shared
+            self.items.append({"role": "developer", "content": spec.nonce_line})
         context = _context_text(spec)
         if context:
             self.items.append({"role": "developer", "content": context})
@@ -126,6 +126,8 @@ class _AnthropicMessages:
 
     def call(self) -> Any:
         system = [{"type": "text", "text": _system_text(self.spec), "cache_control": {"type": "ephemeral"}}]
+        if self.spec.nonce_line:  # its own block at the system -> task boundary, after the shared system prompt
+            system.append({"type": "text", "text": self.spec.nonce_line})
         messages = [{"role": m["role"], "content": [dict(b) for b in m["content"]]} for m in self.messages]
         messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
         return self.client.messages.create(
