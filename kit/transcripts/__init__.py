@@ -1,0 +1,106 @@
+"""Transcript readers: every agent's record of its API calls, as canonical request rows (kit/schema.py).
+
+One reader per format resolves its provider's usage convention once (``_usage``); this module finds
+the files, tells their formats apart, skips a file whose content was already read, and assembles the
+tables. Nothing unreadable is dropped silently: ``df.attrs["issues"]`` lists each problem with its
+place (``source_line`` 0 is the file as a whole), and ``strict=True`` raises on the first one.
+
+``df.attrs`` also carries what the canonical columns cannot: ``files`` (format, CLI version, counts per
+file), ``events`` (compactions, errors, ``result`` events), ``sidechain_ids`` (responses of subagent
+contexts, by source_path and cycle), ``crosscheck`` (a transcript's own totals against the sum of its
+rows) and ``rate_limits`` (Codex used-percent, first and last). Identity columns (batch, arm, run,
+trial_id, turn) stay NA unless the source states them; the parse stage fills them from meta.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from kit import schema
+from kit.transcripts import claude_session, claude_stream, codex_exec, codex_rollout, provider_log, sdk_record
+from kit.transcripts._base import Issues, Parsed, TranscriptError
+from kit.transcripts._detect import detect
+
+READERS = {
+    "codex_rollout": codex_rollout,
+    "codex_exec": codex_exec,
+    "claude_session": claude_session,
+    "claude_stream": claude_stream,
+    "provider_log": provider_log,
+    "sdk_record": sdk_record,
+}
+FORMATS = tuple(READERS)
+SUFFIXES = (".jsonl", ".ndjson", ".txt")
+
+__all__ = ["FORMATS", "TranscriptError", "detect", "read", "tool_results"]
+
+
+def read(paths: str | Path | Iterable[str | Path], format: str = "auto", strict: bool = False) -> pd.DataFrame:
+    """Canonical request rows of every transcript in ``paths`` (files, or folders searched for *.jsonl/*.txt)."""
+    parsed = _parse(paths, format, strict)
+    df = schema.requests_frame(parsed.rows)
+    df.attrs = {"issues": parsed.attrs.pop("issues"), **parsed.attrs}
+    return df
+
+
+def tool_results(paths: str | Path | Iterable[str | Path], format: str = "auto") -> pd.DataFrame:
+    """One row per tool result (schema.TOOL_RESULT_COLUMNS); ``cycle`` is the first request carrying it."""
+    parsed = _parse(paths, format, strict=False)
+    df = schema.frame(parsed.tools, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
+    df.attrs = {"issues": parsed.attrs["issues"]}
+    return df
+
+
+def _files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    items = [paths] if isinstance(paths, str | Path) else list(paths)
+    found = []
+    for item in map(Path, items):
+        if item.is_dir():
+            found += sorted(p for p in item.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+        else:
+            found.append(item)
+    return found
+
+
+def _parse(paths: str | Path | Iterable[str | Path], format: str, strict: bool) -> Parsed:
+    if format != "auto" and format not in READERS:
+        raise ValueError(f"unknown transcript format {format!r}; expected 'auto' or one of {', '.join(FORMATS)}")
+    issues = Issues(strict=strict)
+    groups: dict[str, list[Path]] = {}
+    order: dict[str, int] = {}
+    digests: dict[str, Path] = {}
+    for path in _files(paths):
+        try:
+            digest = _digest(path)
+            if digest in digests:
+                issues.add(path, 0, f"duplicate of {digests[digest]} (same content); counted once")
+                continue
+            fmt = detect(path) if format == "auto" else format
+        except OSError as exc:
+            issues.add(path, 0, f"cannot read: {exc}")
+            continue
+        except TranscriptError as exc:
+            issues.add(path, exc.line, exc.reason)
+            continue
+        if digest is not None:
+            digests[digest] = path
+        order.setdefault(str(path), len(order))
+        groups.setdefault(fmt, []).append(path)
+    out = Parsed()
+    for fmt, group in groups.items():
+        out.extend(READERS[fmt].read(group, issues))
+    out.rows.sort(key=lambda r: order[r["source_path"]])
+    out.attrs["issues"] = issues.items
+    return out
+
+
+def _digest(path: Path) -> str | None:
+    """Content hash (streamed) for spotting the same transcript given twice; None for an empty file."""
+    if path.stat().st_size == 0:
+        return None
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

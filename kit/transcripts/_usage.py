@@ -1,0 +1,128 @@
+"""Provider usage objects mapped onto the canonical token columns, one function per convention.
+
+This is the one place where the conventions meet (DESIGN.md): OpenAI and Codex count cached and
+cache-written tokens INSIDE ``input_tokens``; Anthropic adds ``cache_creation_input_tokens`` and
+``cache_read_input_tokens`` ON TOP of ``input_tokens``. Every function returns the canonical token
+keys plus ``usage_known``. A usage that is absent, or all zeros (clients write zeros when a server
+sent none: a real request always has a prompt), is unknown: counts are None, never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kit.transcripts._base import as_dict
+
+TOKEN_KEYS = (
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+)
+
+
+class UsageError(ValueError):
+    """A usage object that is present but malformed (a count that is not a non-negative integer)."""
+
+
+def unknown() -> dict:
+    return {**dict.fromkeys(TOKEN_KEYS), "usage_known": False}
+
+
+def _count(obj: Mapping, key: str) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"usage field {key!r} is not a non-negative integer: {value!r}")
+    return value
+
+
+def _known(inp: int | None, out: int | None, **rest: int | None) -> dict:
+    if inp is None or out is None or inp + out == 0:
+        return unknown()
+    return {"input_tokens": inp, "output_tokens": out, **rest, "usage_known": True}
+
+
+def anthropic(usage: object) -> dict:
+    """Anthropic Messages usage (also Claude Code's transcripts): cache counts are on top of input.
+
+    A null cache count means the request used no cache (the API's own convention), so it adds 0;
+    the 1-hour share of the writes is known only where ``cache_creation`` breaks them down.
+    """
+    if not isinstance(usage, Mapping):
+        return unknown()
+    inp, out = _count(usage, "input_tokens"), _count(usage, "output_tokens")
+    breakdown = usage.get("cache_creation")
+    write_1h = _count(breakdown, "ephemeral_1h_input_tokens") if isinstance(breakdown, Mapping) else None
+    write = _count(usage, "cache_creation_input_tokens")
+    if write is None and isinstance(breakdown, Mapping):
+        write = (_count(breakdown, "ephemeral_5m_input_tokens") or 0) + (write_1h or 0)
+    write, read = write or 0, _count(usage, "cache_read_input_tokens") or 0
+    if inp is None or inp + write + read == 0:
+        return unknown()
+    return _known(
+        inp + write + read,
+        out,
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+        cache_write_1h_tokens=write_1h,
+        reasoning_tokens=_count(as_dict(usage.get("output_tokens_details")), "thinking_tokens"),
+    )
+
+
+def openai_responses(usage: object) -> dict:
+    """OpenAI Responses usage: ``input_tokens`` already holds cached and written tokens."""
+    if not isinstance(usage, Mapping):
+        return unknown()
+    details = as_dict(usage.get("input_tokens_details"))
+    return _known(
+        _count(usage, "input_tokens"),
+        _count(usage, "output_tokens"),
+        cache_read_tokens=_count(details, "cached_tokens"),
+        cache_write_tokens=_count(details, "cache_write_tokens"),
+        cache_write_1h_tokens=None,
+        reasoning_tokens=_count(as_dict(usage.get("output_tokens_details")), "reasoning_tokens"),
+    )
+
+
+def openai_chat(usage: object) -> dict:
+    """OpenAI Chat Completions usage: ``prompt_tokens`` already holds cached and written tokens."""
+    if not isinstance(usage, Mapping):
+        return unknown()
+    details = as_dict(usage.get("prompt_tokens_details"))
+    return _known(
+        _count(usage, "prompt_tokens"),
+        _count(usage, "completion_tokens"),
+        cache_read_tokens=_count(details, "cached_tokens"),
+        cache_write_tokens=_count(details, "cache_write_tokens"),
+        cache_write_1h_tokens=None,
+        reasoning_tokens=_count(as_dict(usage.get("completion_tokens_details")), "reasoning_tokens"),
+    )
+
+
+def codex(usage: object) -> dict:
+    """Codex CLI usage (rollout and ``--json``): OpenAI's convention with flattened field names."""
+    if not isinstance(usage, Mapping):
+        return unknown()
+    return _known(
+        _count(usage, "input_tokens"),
+        _count(usage, "output_tokens"),
+        cache_read_tokens=_count(usage, "cached_input_tokens"),
+        cache_write_tokens=_count(usage, "cache_write_input_tokens"),
+        cache_write_1h_tokens=None,
+        reasoning_tokens=_count(usage, "reasoning_output_tokens"),
+    )
+
+
+def canonical(usage: object) -> dict:
+    """The embedded provider's log: already in the kit's own names and convention."""
+    if not isinstance(usage, Mapping):
+        return unknown()
+    return _known(
+        _count(usage, "input_tokens"),
+        _count(usage, "output_tokens"),
+        **{k: _count(usage, k) for k in TOKEN_KEYS if k not in ("input_tokens", "output_tokens")},
+    )

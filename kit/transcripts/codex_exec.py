@@ -1,0 +1,134 @@
+"""``codex exec --json`` stdout: one row per turn, not per request (this stream has no per-request usage).
+
+``turn.completed.usage`` is cumulative for the whole thread: it keeps growing across
+``codex exec resume`` (gitmoot#661, openai/codex#17539; the kit's probe saw 6369 then 21738). So the
+turns of one thread, read from any number of files in any order, are put in cumulative order and
+differenced: each row is one turn's own tokens. The same cumulative figure seen twice (a file given
+twice, overlapping captures) is one turn, never two. The earliest turn read is taken to start the
+thread: a resumed run's stdout read without its predecessors would count the earlier turns in it.
+``cycle`` is left NA (rows are turns); ``turn`` is the 1-based turn of the thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kit.transcripts import _usage
+from kit.transcripts._base import Issues, Parsed, as_dict, json_lines, text
+from kit.transcripts._tools import result_row, text_chars
+
+FORMAT = "codex_exec"
+BACKEND = "codex"
+KNOWN = {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started", "item.updated"}
+KNOWN |= {"item.completed", "error"}
+CALL_ITEMS = {"command_execution", "mcp_tool_call", "file_change", "web_search"}
+FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens", "reasoning_output_tokens")
+
+
+@dataclass
+class _Turn:
+    thread: str
+    path: Path
+    line: int
+    usage: dict
+    tool_calls: int
+    tools: list[dict] = field(default_factory=list)
+
+    def key(self) -> tuple[int, ...]:
+        """The cumulative counts: a turn's identity within its thread, and its place in time."""
+        return tuple(v if isinstance(v := self.usage.get(f), int) else -1 for f in FIELDS)
+
+
+def read(paths: Sequence[Path], issues: Issues) -> Parsed:
+    out = Parsed()
+    turns: list[_Turn] = []
+    for path in paths:
+        found = _read_file(path, issues, out)
+        turns += found
+        out.attrs["files"].append({"source_path": str(path), "format": FORMAT, "turns": len(found)})
+    threads: dict[str, list[_Turn]] = {}
+    for turn in turns:
+        threads.setdefault(turn.thread, []).append(turn)
+    for thread_turns in threads.values():
+        _difference(thread_turns, issues, out)
+    for summary in out.attrs["files"]:
+        summary["rows"] = sum(r["source_path"] == summary["source_path"] for r in out.rows)
+    return out
+
+
+def _read_file(path: Path, issues: Issues, out: Parsed) -> list[_Turn]:
+    thread = f"(no thread.started in {path})"
+    turns: list[_Turn] = []
+    calls, tools = 0, []
+    for number, line in json_lines(path, issues):
+        kind = text(line.get("type"))
+        if kind == "thread.started":
+            thread = str(line.get("thread_id"))
+        elif kind == "turn.started":
+            calls, tools = 0, []
+        elif kind == "item.completed":
+            item = as_dict(line.get("item"))
+            calls += text(item.get("type")) in CALL_ITEMS
+            tools += _tool_result(item)
+        elif kind == "turn.completed":
+            turns.append(_Turn(thread, path, number, as_dict(line.get("usage")), calls, tools))
+            calls, tools = 0, []
+        elif kind in ("turn.failed", "error"):
+            detail = {"message": str(line.get("message") or as_dict(line.get("error")).get("message"))[:500]}
+            out.attrs["events"].append(
+                {"source_path": str(path), "source_line": number, "cycle": None, "kind": kind, "timestamp": None}
+                | {"detail": detail}
+            )
+        elif kind not in KNOWN:
+            issues.unknown_type(path, number, kind)
+    return turns
+
+
+def _tool_result(item: dict) -> list[dict]:
+    if item.get("type") == "command_execution":
+        failed = item.get("exit_code") not in (0, None) or item.get("status") == "failed"
+        return [result_row(None, "command_execution", text_chars(item.get("aggregated_output")), failed)]
+    if item.get("type") == "mcp_tool_call":
+        chars = text_chars(as_dict(item.get("result")).get("content"))
+        return [result_row(None, item.get("tool"), chars, item.get("status") == "failed" or bool(item.get("error")))]
+    return []
+
+
+def _difference(turns: list[_Turn], issues: Issues, out: Parsed) -> None:
+    """Per-turn deltas of one thread's cumulative usage; zeros mean the server sent no usage."""
+    unique: dict[tuple, _Turn] = {}
+    for turn in turns:
+        unique.setdefault(turn.key(), turn)
+    previous: dict | None = None
+    for number, turn in enumerate(sorted(unique.values(), key=lambda t: t.key()), start=1):
+        usage = _delta(turn, previous, issues)
+        if usage["usage_known"]:
+            previous = turn.usage
+        out.rows.append(
+            {
+                "turn": number,
+                "backend": BACKEND,
+                "source_format": FORMAT,
+                "source_path": str(turn.path),
+                "source_line": turn.line,
+                **usage,
+                "tool_calls": turn.tool_calls,
+            }
+        )
+        out.tools += turn.tools
+
+
+def _delta(turn: _Turn, previous: dict | None, issues: Issues) -> dict:
+    try:
+        if not _usage.codex(turn.usage)["usage_known"]:
+            return _usage.unknown()
+        before = previous or {}
+        delta = {f: turn.usage[f] - (before.get(f) or 0) for f in FIELDS if isinstance(turn.usage.get(f), int)}
+        if any(v < 0 for v in delta.values()):
+            raise _usage.UsageError(f"thread usage went down ({delta}): not cumulative?")
+        return _usage.codex(delta)
+    except _usage.UsageError as exc:
+        issues.add(turn.path, turn.line, f"{exc}; usage of this turn unknown")
+        return _usage.unknown()
