@@ -55,7 +55,7 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
         ident = {k: meta[k] for k in ("batch", "arm", "run", "trial_id")}
         primary, log = _sources(tdir, meta)
         if not primary:
-            issues.append({"source_path": str(tdir), "source_line": None, "reason": "no transcript in trial folder"})
+            issues.append({"source_path": str(tdir), "source_line": 0, "reason": "no transcript in trial folder"})
             continue
         rows = transcripts.read(primary, strict=strict)
         issues += rows.attrs.get("issues", [])
@@ -87,8 +87,8 @@ def _segments(log: Path, ident: dict) -> list[dict]:
     """Each logged request's prompt segments, in order, for the offline cache model."""
     out = []
     with log.open("rb") as fh:
-        for cycle, line in enumerate(fh):
-            rec = orjson.loads(line)
+        answered = (rec for rec in map(orjson.loads, fh) if rec.get("status") == 200)  # rows exist only for these
+        for cycle, rec in enumerate(answered):
             segs = rec.get("segments") or []
             out.append(
                 {
@@ -107,7 +107,7 @@ def _crosscheck(primary: pd.DataFrame, logged: pd.DataFrame, log: Path) -> list[
     cols = ["input_tokens", "cache_read_tokens", "output_tokens"]
     if len(primary) != len(logged):
         reason = f"cross-check: {len(primary)} responses in the transcript, {len(logged)} in the provider log"
-        return [{"source_path": str(log), "source_line": None, "reason": reason}]
+        return [{"source_path": str(log), "source_line": 0, "reason": reason}]
     out = []
     for i, (a, b) in enumerate(zip(primary[cols].to_dict("records"), logged[cols].to_dict("records"), strict=True)):
         if a != b:

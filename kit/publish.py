@@ -42,7 +42,7 @@ def _read(bd: BatchDir) -> dict[str, Any]:
 
 def publish(batch_dir: Path) -> dict[str, Any]:
     """Draw every figure (PNG + SVG) and write ``report.md``/``report.html``."""
-    bd = BatchDir(Path(batch_dir))
+    bd = BatchDir(Path(batch_dir).resolve())
     d = _read(bd)
     design = d["design"]
     drawn = {

@@ -130,3 +130,15 @@ def test_bad_parameter_stops_the_run_notebook_in_its_first_cell(tmp_path):
     )  # noqa: E501
     assert failed == [first_logic]
     assert not (tmp_path / "raw").exists()
+
+
+def test_notebooks_run_top_to_bottom_with_their_defaults(tmp_path):
+    """As in JupyterLab: no injected parameters; parse/analyze/plot pick up the batch run just made."""
+    for stage in pipeline.STAGES:
+        papermill.execute_notebook(
+            str(ROOT / f"notebooks/{stage}.ipynb"), str(tmp_path / f"{stage}.ipynb"), cwd=str(tmp_path),
+            progress_bar=False, kernel_name="python3",
+        )  # fmt: skip
+    (folder,) = (tmp_path / "outputs").iterdir()
+    assert (folder / "report.md").read_text().startswith("SIMULATION")
+    assert len(pd.read_parquet(folder / "tables/trials.parquet")) == 10
