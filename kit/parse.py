@@ -60,7 +60,8 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
         rows = transcripts.read(primary, strict=strict)
         issues += rows.attrs.get("issues", [])
         requests.append(rows.assign(**ident, backend=meta["backend"]))
-        tools.append(transcripts.tool_results(primary).assign(**ident))
+        # the provider sees every tool result the client sends back; SDK response records do not
+        tools.append(transcripts.tool_results([log] if log is not None else primary).assign(**ident))
         if log is not None:
             segments += _segments(log, ident)
             if log not in primary:

@@ -150,3 +150,16 @@ def test_report_states_the_prefix_every_first_request_shares(done, tmp_path):
     first = json.loads(segments["segments_json"].iloc[0])
     tools_and_system = sum(tokens for _digest, tokens, _bp in first[:4])  # 3 file tools + the system prompt
     assert shared_first_prefix(segments) == tools_and_system > 900  # shared by all trials; the report says so
+
+
+@pytest.mark.parametrize("backend", ["sdk-openai", "sdk-anthropic"])
+def test_small_batch_parses_and_agrees_with_the_provider_log(tmp_path, backend):
+    from kit import parse
+
+    cfg = run.configure(_values(tmp_path, backend=backend, profile=None, batch=f"small-{backend}"))
+    tables = parse.parse_batch(run.run_batch(cfg, progress=False))
+    assert tables["parse_issues"].empty  # includes the request-by-request cross-check against the provider log
+    assert set(tables["trials"]["status"]) == {"ok"} and len(tables["trials"]) == 4
+    per_trial = tables["requests"].groupby("trial_id")["cycle"].count()
+    assert (per_trial == tables["trials"].set_index("trial_id")["cycles"]).all()
+    assert (tables["tool_results"]["category"] == "read").sum() >= 4 * 13  # manifest, config and 12 modules
