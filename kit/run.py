@@ -27,7 +27,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from kit import design, provenance, tasks
-from kit.agents import sdk
+from kit.agents import claude, codex, sdk
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.design import Arm, ParamError, Slot
 from kit.layout import BatchDir, sha256_tree, write_json, write_text
@@ -38,9 +38,21 @@ EMBEDDED_KEY = "kit-embedded-placeholder"  # not a secret: the embedded provider
 REAL = {
     "sdk-openai": ("https://api.openai.com", "OPENAI_API_KEY"),
     "sdk-anthropic": ("https://api.anthropic.com", "ANTHROPIC_API_KEY"),
+    "codex": ("https://api.openai.com", "OPENAI_API_KEY"),
+    "claude": ("https://api.anthropic.com", "ANTHROPIC_API_KEY"),
 }
-DEFAULT_PROFILE = {"sdk-openai": "openai-implicit", "sdk-anthropic": "anthropic"}
-RUNNERS = {"sdk-openai": sdk.run_trial, "sdk-anthropic": sdk.run_trial}
+DEFAULT_PROFILE = {
+    "sdk-openai": "openai-implicit",
+    "sdk-anthropic": "anthropic",
+    "codex": "openai-implicit",
+    "claude": "anthropic",
+}
+RUNNERS = {
+    "sdk-openai": sdk.run_trial,
+    "sdk-anthropic": sdk.run_trial,
+    "codex": codex.run_trial,
+    "claude": claude.run_trial,
+}
 # Parameters that define a batch: a resumed batch must match them exactly.
 IDENTITY = (
     "task",
@@ -246,7 +258,7 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         prompt_cache_key=design.prompt_cache_key(p["batch"], slot.nonce, slot.arm, slot.run)
         if "prompt_cache_key" in parts
         else None,
-        prompts=tuple(cfg.pack.prompts()),
+        prompts=tuple(cfg.pack.prompts_for(slot.run)),
         workdir=workdir,
         out_dir=tdir,
         base_url=f"{base_url}/t/{slot.trial_id}" if embedded else base_url,
@@ -266,7 +278,7 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         write_text(tdir / "error.txt", traceback.format_exc())
     wall = time.perf_counter() - t0
     total = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl") if log_path else None
-    grade = cfg.pack.grade(outcome.final_answer) if outcome.status == "ok" else None
+    grade = cfg.pack.grade_for(slot.run, outcome.final_answer) if outcome.status == "ok" else None
     write_text(tdir / "answer.md", outcome.final_answer)
     meta = {
         "kit_trial": 1,

@@ -110,7 +110,7 @@ def test_a_stage_reruns_alone_on_the_batch_folder(batch, tmp_path):
 
 def test_bad_parameter_stops_the_run_notebook_in_its_first_cell(tmp_path):
     out = tmp_path / "run.ipynb"
-    with pytest.raises(papermill.PapermillExecutionError, match="parameter 'arms'.*accepted"):
+    with pytest.raises(papermill.PapermillExecutionError, match=r"parameter 'arms'.*accepted"):
         papermill.execute_notebook(
             str(ROOT / "notebooks/run.ipynb"), str(out), cwd=str(ROOT), progress_bar=False, kernel_name="python3",
             parameters={"arms": ["placebo", "nope"], "outputs_dir": str(tmp_path)},
@@ -120,14 +120,14 @@ def test_bad_parameter_stops_the_run_notebook_in_its_first_cell(tmp_path):
         i
         for i, c in enumerate(nb.cells)
         if c.cell_type == "code" and any(o.get("output_type") == "error" for o in c.get("outputs", []))
-    ]  # noqa: E501
+    ]
     first_logic = next(
         i
         for i, c in enumerate(nb.cells)
         if c.cell_type == "code"
         and "parameters" not in c.metadata.get("tags", [])
         and "injected-parameters" not in c.metadata.get("tags", [])
-    )  # noqa: E501
+    )
     assert failed == [first_logic]
     assert not (tmp_path / "raw").exists()
 

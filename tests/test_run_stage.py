@@ -94,7 +94,7 @@ def test_isolated_first_requests_never_read_another_trials_cache(done):
 
 
 def test_resume_runs_only_missing_trials(done, tmp_path):
-    folder, out = done
+    folder, _ = done
     copy = tmp_path / "b1"
     shutil.copytree(folder, copy)
     before = {p.parent.name: p.read_bytes() for p in (copy / "raw").glob("*/meta.json")}

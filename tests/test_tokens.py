@@ -37,7 +37,8 @@ def test_corrupt_cached_vocabulary_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     path = tokens.vocabulary_path("cl100k_base")
     path.write_bytes(b"corrupt")
-    assert hashlib.sha256(tokens.vocabulary_path("cl100k_base").read_bytes()).hexdigest() == tokens.SHA256["cl100k_base"]
+    rebuilt = tokens.vocabulary_path("cl100k_base").read_bytes()
+    assert hashlib.sha256(rebuilt).hexdigest() == tokens.SHA256["cl100k_base"]
 
 
 def test_unknown_encoding_names_the_accepted():

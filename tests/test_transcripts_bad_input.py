@@ -15,11 +15,12 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from paths import FIXTURES as SHARED_FIXTURES
 
 from kit import transcripts
 from kit.transcripts import cli
 
-FIXTURES = Path("/work/shared/fixtures/transcripts")
+FIXTURES = SHARED_FIXTURES / "transcripts"
 TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
 SESSION = FIXTURES / "claude-session_ccb_harbor_paired.jsonl"
 STREAM = FIXTURES / "claude-streamjson_ccb_harbor_claude-code.txt"

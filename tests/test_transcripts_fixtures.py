@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from paths import FIXTURES as SHARED_FIXTURES
 
 from kit import schema, transcripts
 from kit.transcripts import cli
 
-FIXTURES = Path("/work/shared/fixtures/transcripts")
+FIXTURES = SHARED_FIXTURES / "transcripts"
 SESSION = FIXTURES / "claude-session_ccb_harbor_paired.jsonl"
 STREAM = FIXTURES / "claude-streamjson_ccb_harbor_claude-code.txt"
 HARBOR = FIXTURES / "harbor-result_ccb_paired.json"

@@ -7,8 +7,9 @@ from typing import Any
 from kit.design import ParamError
 from kit.tasks.base import Grade, TaskPack
 from kit.tasks.batch_read import BatchReadPack
+from kit.tasks.terse import TersePack
 
-PACKS: dict[str, type] = {"batch-read": BatchReadPack}
+PACKS: dict[str, type] = {"batch-read": BatchReadPack, "terse": TersePack}
 
 __all__ = ["PACKS", "Grade", "TaskPack", "get", "names"]
 

@@ -30,8 +30,16 @@ class TaskPack(Protocol):
 
     def arms(self) -> dict[str, Arm]: ...
 
-    def prompts(self) -> list[str]:
-        """The user turns of one trial, in order (one for single-question packs)."""
+    def prompts_for(self, run: int) -> list[str]:
+        """The user turns of the trial with this run index, in order (one for single-question packs).
+
+        Packs with a bank of questions (terse) give each run index its own question, so a batch of
+        ``runs_per_arm`` runs covers the bank and every arm answers the same question in the same run.
+        """
+        ...
+
+    def grade_for(self, run: int, answer: str) -> Grade:
+        """Grade the final answer of the trial with this run index (it knows which question was asked)."""
         ...
 
     def prepare(self, workdir: Path) -> None:

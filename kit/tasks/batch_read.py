@@ -228,6 +228,12 @@ class BatchReadPack:
     def prompts(self) -> list[str]:
         return [PROMPT]
 
+    def prompts_for(self, run: int) -> list[str]:
+        return self.prompts()
+
+    def grade_for(self, run: int, answer: str) -> Grade:
+        return self.grade(answer)
+
     def fixture(self) -> Fixture:
         return generate(self.seed, self.preset)
 
