@@ -1,0 +1,212 @@
+"""Backend ``claude``: the real Claude Code (``claude -p --output-format stream-json --verbose``).
+
+Every trial gets its own ``HOME`` (so no login, memory, settings or session of the user's leaks in),
+``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (measured: the only setting that leaves nothing but the
+model requests on the wire) and a pinned prompt-cache lifetime: Claude Code picks 1 h or 5 m by login
+type, so two arms that differ only in how they log in would differ in cost (notes:
+provider-caches-and-peers). ``claude_cache_ttl`` (default ``5m``) sets ``CLAUDE_CODE_PROMPT_CACHE_TTL``
+and its subagent twin, plus ``FORCE_PROMPT_CACHING_5M`` or ``ENABLE_PROMPT_CACHING_1H``.
+``claudeMdExcludes`` names every CLAUDE.md location above the work dir (measured: Claude Code reads
+CLAUDE.md from every parent folder, so a file above ``outputs/`` would join every arm's prompt); the
+work dir's own CLAUDE.md (the ``agents_file`` arm) still loads. ``--strict-mcp-config`` keeps out any
+MCP server but the kit's. Later turns use ``--resume <session>``, which appends to the same session
+file; it is copied into the trial folder with stdout and stderr.
+
+Arm placement: ``system`` → ``--system-prompt`` (replaces Claude Code's system prompt), ``append_system``
+(and ``developer_instructions``, which Claude Code has no separate place for) → ``--append-system-prompt``,
+``user_prefix`` → the first prompt, ``agents_file`` → the run stage's CLAUDE.md.
+
+Isolation: the nonce line is appended to the system prompt (the system → task boundary). The
+cache-bust tool is served by ``kit/agents/mcp_cache_bust.py`` through ``--mcp-config``, but Claude Code
+2.1.328 defers MCP tools behind ToolSearch: the request's ``tools`` do not contain it; only Claude
+Code's environment message (the ``role:"system"`` message after the system prompt, before the task)
+names it. It is therefore not at the top of the prefix but after the nonce; the nonce does the
+isolating, and ``versions`` says so. The Messages API has no ``prompt_cache_key``.
+
+``backend_options``: ``claude_bin`` (default the pinned ``.tools`` CLI, else PATH), ``effort``
+(``--effort``), ``claude_cache_ttl`` (``5m`` or ``1h``), ``home_root`` and ``keep_home``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from kit.agents import cli_common as cli
+from kit.agents import mcp_cache_bust
+from kit.agents.base import TrialOutcome, TrialSpec
+
+NAME = "claude"
+STDOUT, STDERR = "claude_stdout.jsonl", "claude_stderr.log"
+TTLS = ("5m", "1h")
+MD_NAMES = ("CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md", ".claude/rules/**")
+
+
+def settings(workdir: Path) -> dict:
+    """``--settings``: exclude the CLAUDE.md files of every folder above the work dir."""
+    excludes = [f"{parent.as_posix().rstrip('/')}/{name}" for parent in workdir.parents for name in MD_NAMES]
+    return {"claudeMdExcludes": excludes}
+
+
+def cache_env(ttl: str) -> dict[str, str]:
+    if ttl not in TTLS:
+        raise ValueError(f"backend_options.claude_cache_ttl: {ttl!r}; accepted: {list(TTLS)}")
+    pin = {"FORCE_PROMPT_CACHING_5M": "1"} if ttl == "5m" else {"ENABLE_PROMPT_CACHING_1H": "1"}
+    return {"CLAUDE_CODE_PROMPT_CACHE_TTL": ttl, "CLAUDE_CODE_SUBAGENT_PROMPT_CACHE_TTL": ttl, **pin}
+
+
+def appended_text(spec: TrialSpec) -> str:
+    """``--append-system-prompt``: the arm's text where it belongs there, then the nonce line."""
+    parts = []
+    if spec.arm.instruction and spec.arm.placement in ("append_system", "developer_instructions"):
+        parts.append(spec.arm.instruction)
+    if spec.nonce_line:
+        parts.append(spec.nonce_line)
+    return "\n\n".join(parts)
+
+
+def options(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
+    """The options shared by every turn, and the environment the kit sets."""
+    workdir = spec.workdir.resolve()
+    args = ["-p", "--output-format", "stream-json", "--verbose", "--model", spec.model]
+    args += ["--max-turns", str(spec.max_cycles), "--settings", json.dumps(settings(workdir)), "--strict-mcp-config"]
+    if spec.cache_bust_tool:
+        server = {"type": "stdio", "command": sys.executable, "args": [mcp_cache_bust.__file__, spec.cache_bust_tool]}
+        args += ["--mcp-config", json.dumps({"mcpServers": {"cachebust": server}})]
+    if spec.arm.instruction and spec.arm.placement == "system":
+        args += ["--system-prompt", spec.arm.instruction]
+    if appended_text(spec):
+        args += ["--append-system-prompt", appended_text(spec)]
+    effort = cli.effort(spec)
+    if effort:
+        args += ["--effort", effort]
+    args += list(spec.arm.flags)
+    env = {
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": spec.base_url.rstrip("/"),
+        "ANTHROPIC_API_KEY": spec.api_key,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        **cache_env(str(spec.options.get("claude_cache_ttl") or "5m")),
+    }
+    return args, env
+
+
+def applied(spec: TrialSpec) -> dict[str, str]:
+    """What the trial really did with the arm and the isolation parts (goes to meta's ``versions``)."""
+    placement = {
+        "system": "--system-prompt (replaces Claude Code's system prompt)",
+        "append_system": "--append-system-prompt",
+        "developer_instructions": "--append-system-prompt (Claude Code has no developer instructions)",
+        "user_prefix": "first prompt prefix",
+        "agents_file": "CLAUDE.md in the work dir",
+    }
+    out = {
+        "placement": placement[spec.arm.placement] if spec.arm.instruction else "none (no instruction)",
+        "claude_cache_ttl": str(spec.options.get("claude_cache_ttl") or "5m"),
+    }
+    done = []
+    if "nonce" in spec.isolation:
+        done.append("nonce")
+        out["isolation.nonce"] = "last line of --append-system-prompt"
+    if "prompt_cache_key" in spec.isolation:
+        out["isolation.prompt_cache_key"] = "not applied: the Messages API has no prompt_cache_key"
+    if spec.cache_bust_tool:
+        done.append("cache_bust_tool(deferred)")
+        out["isolation.cache_bust_tool"] = (
+            f"mcp__cachebust__{spec.cache_bust_tool} deferred behind ToolSearch: named in the environment "
+            "message after the system prompt, not in the request's tools, so not at the top of the prefix "
+            "(the nonce isolates)"
+        )
+    out["isolation_applied"] = ",".join(done) or "none"
+    return out
+
+
+def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
+    """Run every prompt of the trial through ``claude -p`` (resuming the session unless the arm is fresh)."""
+    binary = cli.find_binary(spec, "claude_bin", "claude")
+    if binary is None:
+        return TrialOutcome(
+            status="failed", reason="claude binary not found (backend_options.claude_bin, .tools, PATH)"
+        )
+    outcome = TrialOutcome(status="ok", versions={"claude": cli.version(binary), "claude_bin": binary})
+    deadline = time.monotonic() + spec.timeout_s
+    home = cli.trial_home(spec, NAME)
+    stdout, stderr = spec.out_dir / STDOUT, spec.out_dir / STDERR
+    runs: list[cli.Completed] = []
+    sessions: list[str] = []
+    try:
+        shared, kit_env = options(spec, home)
+        env = cli.child_env(spec, kit_env)
+        for turn in range(len(spec.prompts)):
+            resume = ["--resume", sessions[-1]] if sessions and spec.arm.session == "resume" else []
+            argv = [binary, *shared, *resume, "--", cli.prompt_text(spec, turn)]
+            seen = len(cli.read_jsonl(stdout))
+            run = cli.run_process(
+                argv,
+                env=env,
+                shown=cli.shown_command(argv, kit_env, spec.arm.env),
+                cwd=spec.workdir.resolve(),
+                stdout=stdout,
+                stderr=stderr,
+                deadline=deadline,
+            )
+            runs.append(run)
+            events = cli.read_jsonl(stdout)[seen:]
+            session = next((e.get("session_id") for e in events if e.get("session_id")), None)
+            if session and session not in sessions:
+                sessions.append(session)
+            failure = run.failure("claude") or _turn_failure(events)
+            if failure:
+                outcome.status, outcome.reason = "failed", f"turn {turn + 1}: {failure}"
+                break
+            outcome.turns = turn + 1
+            outcome.final_answer = next(e.get("result") or "" for e in reversed(events) if e.get("type") == "result")
+    finally:
+        outcome.transcripts = _copy(home, sessions, spec.out_dir)
+        outcome.cycles = _cycles(spec.out_dir, outcome.transcripts)
+        outcome.command = runs[0].command if runs else []
+        cli.write_runs(spec.out_dir, runs)
+        cli.remove_home(spec, home)
+    outcome.versions.update(applied(spec))
+    return outcome
+
+
+def _turn_failure(events: list[dict]) -> str:
+    result = next((e for e in reversed(events) if e.get("type") == "result"), None)
+    if result is None:
+        return "no result event in claude's output"
+    if result.get("is_error") or result.get("subtype") != "success":
+        detail = result.get("result") or result.get("errors") or ""
+        return f"result {result.get('subtype')}: {detail}"[:500]
+    return ""
+
+
+def _copy(home: Path, sessions: list[str], out_dir: Path) -> list[str]:
+    """Session files (this trial's sessions first, in order; subagent files keep their subfolder), then stdout."""
+    found = []
+    for project in sorted((home / ".claude" / "projects").glob("*")):
+        found += [(p, p.relative_to(project).as_posix()) for p in sorted(project.rglob("*.jsonl"))]
+    rank = {f"{s}.jsonl": i for i, s in enumerate(sessions)}
+    found.sort(key=lambda pair: rank.get(pair[1], len(rank)))
+    names = cli.copy_transcripts(found, out_dir)
+    return names + ([STDOUT] if (out_dir / STDOUT).exists() else [])
+
+
+def _cycles(out_dir: Path, names: list[str]) -> int:
+    """Model responses in the main session files: distinct ``message.id`` of real assistant lines."""
+    ids = set()
+    for name in names:
+        if name == STDOUT or "/" in name:
+            continue
+        for line in cli.read_jsonl(out_dir / name):
+            message = line.get("message") if line.get("type") == "assistant" else None
+            if (
+                isinstance(message, dict)
+                and message.get("model") != "<synthetic>"
+                and not line.get("isApiErrorMessage")
+            ):
+                ids.add(message.get("id"))
+    return len(ids)

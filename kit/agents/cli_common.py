@@ -1,0 +1,240 @@
+"""What the Codex and Claude Code backends share: running a CLI safely and keeping its records.
+
+A CLI trial is one or more processes (one per turn). Each runs in its own process group with its
+output written straight to files, so a trial killed at its deadline keeps every byte it printed and
+leaves no stray children (MCP servers, shell commands) behind. The environment is built from a short
+allow-list, never inherited wholesale: a user's keys, proxies or CLI settings must not leak into a
+trial (a planted OPENAI_API_KEY would otherwise reach a CLI talking to the embedded provider).
+Command lines are recorded with secrets masked; binaries are probed once for their version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import orjson
+
+import kit
+from kit.agents.base import TrialSpec
+from kit.redact import MASK, SECRET_NAME, redact
+
+TOOLS_BIN = Path(kit.__file__).resolve().parents[1] / ".tools" / "node_modules" / ".bin"
+# Inherited by every CLI: enough for a shell, a locale and a temp dir, nothing that configures the CLI.
+BASE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL", "TERM")
+# Inherited only when talking to a real endpoint (a corporate proxy or CA); never for loopback.
+NETWORK_ENV = (
+    "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy", "no_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
+)  # fmt: skip
+KILL_GRACE_S = 2.0
+RUNS_FILE = "cli_runs.json"
+
+
+@dataclass
+class Completed:
+    """One CLI process: how it ended and how long it took."""
+
+    command: list[str]  # redacted, with the environment the kit set as leading NAME=value words
+    returncode: int | None
+    timed_out: bool
+    wall_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def failure(self, name: str) -> str:
+        """Why the process counts as failed, in words ("" when it did not)."""
+        if self.timed_out:
+            return f"{name} killed at the trial deadline (timeout_s) after {self.wall_s:.1f} s"
+        if self.returncode is not None and self.returncode < 0:
+            return f"{name} killed by signal {-self.returncode}"
+        if self.returncode:
+            return f"{name} exited with code {self.returncode}"
+        return ""
+
+
+def is_loopback(base_url: str) -> bool:
+    """True for the embedded provider (127.0.0.0/8, ::1, localhost): decides keys and network env."""
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def find_binary(spec: TrialSpec, option: str, name: str) -> str | None:
+    """``spec.options[option]``, else the pinned CLI in ``.tools``, else ``name`` on PATH; None if absent."""
+    chosen = spec.options.get(option)
+    if chosen:
+        path = Path(str(chosen)).expanduser()
+        return str(path.resolve()) if path.exists() else shutil.which(str(chosen))
+    pinned = TOOLS_BIN / name
+    return str(pinned) if pinned.exists() else shutil.which(name)
+
+
+@lru_cache(maxsize=16)
+def _version(binary: str, mtime_ns: int) -> str:
+    try:
+        done = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({type(exc).__name__})"
+    words = (done.stdout or done.stderr).split()
+    # "codex-cli 0.169.0" / "2.1.328 (Claude Code)": the first word with a digit and a dot
+    return next((w for w in words if any(c.isdigit() for c in w) and "." in w), " ".join(words) or "unknown")
+
+
+def version(binary: str) -> str:
+    """``binary --version``, reduced to the version number; cached per binary file."""
+    return _version(binary, Path(binary).stat().st_mtime_ns)
+
+
+def child_env(spec: TrialSpec, kit_env: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed environment, plus what the backend sets, plus the arm's own variables."""
+    names = BASE_ENV if is_loopback(spec.base_url) else BASE_ENV + NETWORK_ENV
+    env = {k: os.environ[k] for k in names if k in os.environ}
+    env.setdefault("PATH", os.defpath)
+    env.update(kit_env)
+    env.update(spec.arm.env)
+    return env
+
+
+def shown_command(argv: Sequence[str], kit_env: Mapping[str, str], arm_env: Mapping[str, str]) -> list[str]:
+    """The command as a reader would retype it: ``NAME=value`` words first, secrets masked."""
+    shown = {**kit_env, **arm_env}
+    words = [f"{k}={MASK if SECRET_NAME.search(k) else v}" for k, v in shown.items()]
+    return redact([*words, *argv])
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    shown: list[str],
+    cwd: Path,
+    stdout: Path,
+    stderr: Path,
+    deadline: float,
+) -> Completed:
+    """Run ``argv`` until it exits or ``deadline`` (time.monotonic) passes; appends to the two files.
+
+    The process leads its own group, which is signalled as a whole: SIGTERM at the deadline, SIGKILL
+    after a grace period, and SIGKILL to any straggler once the leader has exited.
+    """
+    t0 = time.perf_counter()
+    timed_out = False
+    with stdout.open("ab") as out, stderr.open("ab") as err:
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            err.write(f"kit: cannot start {argv[0]}: {exc}\n".encode())
+            return Completed(shown, 127, False, time.perf_counter() - t0)
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+        _signal_group(proc.pid, signal.SIGKILL)  # children the CLI left behind
+    return Completed(shown, proc.returncode, timed_out, time.perf_counter() - t0)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is already gone
+        os.killpg(pgid, sig)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The JSON objects of a CLI's stdout; lines that are not JSON objects (banners, warnings) are skipped."""
+    if not path.exists():
+        return []
+    out = []
+    for raw in path.read_bytes().splitlines():
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def copy_transcripts(files: Iterable[tuple[Path, str]], out_dir: Path) -> list[str]:
+    """Copy each (source, name relative to out_dir); return the names copied, in the given order."""
+    names = []
+    for source, name in files:
+        if not source.is_file():
+            continue
+        target = out_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        names.append(name)
+    return names
+
+
+def write_runs(out_dir: Path, runs: list[Completed]) -> None:
+    """Every process of the trial (redacted command, exit, timing) for the record and the bench."""
+    records = [
+        {"turn": i + 1, "command": r.command, "returncode": r.returncode, "timed_out": r.timed_out, "wall_s": r.wall_s}
+        for i, r in enumerate(runs)
+    ]
+    (out_dir / RUNS_FILE).write_bytes(orjson.dumps(records, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def trial_home(spec: TrialSpec, cli: str) -> Path:
+    """A fresh per-trial home beside the work dirs (``work/.homes/<trial>-<cli>``), outside ``raw/``.
+
+    Outside ``raw/`` because a home is CLI state, not a record (machine and user ids, caches, SQLite
+    databases; with a login, credentials); not under /tmp when avoidable, because Codex refuses to
+    create its helper binaries there. It is deleted once the transcripts are copied.
+    """
+    root = Path(str(spec.options.get("home_root") or spec.workdir.resolve().parent / ".homes"))
+    home = (root / f"{spec.trial_id}-{cli}").resolve()
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    return home
+
+
+def remove_home(spec: TrialSpec, home: Path) -> None:
+    if not spec.options.get("keep_home"):
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def prompt_text(spec: TrialSpec, turn: int) -> str:
+    """The user prompt of ``turn`` (0-based); a ``user_prefix`` arm's instruction leads the first one."""
+    text = spec.prompts[turn]
+    if turn == 0 and spec.arm.instruction and spec.arm.placement == "user_prefix":
+        return f"{spec.arm.instruction}\n\n{text}"
+    return text
+
+
+def effort(spec: TrialSpec) -> str | None:
+    value = spec.effort or spec.options.get("effort")
+    return str(value) if value else None

@@ -1,0 +1,219 @@
+"""Backend ``codex``: the real Codex CLI (``codex exec --json``), one process per turn.
+
+Every trial gets its own absolute ``CODEX_HOME`` and a pinned configuration given entirely on the
+command line (seed 001): memories, plugins, multi-agent and analytics off, no MCP servers but the
+kit's own, read-only sandbox, the model and effort, and ``project_root_markers=[]`` so Codex reads
+the work dir's AGENTS.md and no AGENTS.md of a folder above it (measured: without it, an AGENTS.md
+in any parent up to the git root joins the prompt). The model provider is the embedded one by
+default (retries off, so a failure is seen, not hidden) or the real endpoint, whose key travels only
+in the child's environment (``env_key``). Later turns use ``exec resume <thread>``, which appends to
+the same rollout; the rollout, stdout and stderr are copied into the trial folder.
+
+Arm placement on Codex (measured on 0.169.0 against the embedded provider's requests):
+
+- ``system``: ``-c base_instructions=…`` is ignored ("session-flags: `base_instructions` is
+  ignored"), but ``model_instructions_file`` replaces Codex's base instructions, so the arm's text is
+  written to a file in the trial home and used instead of the built-in prompt.
+- ``developer_instructions`` (and ``append_system``, which Codex has no other place for): the
+  developer message after the base instructions.
+- ``user_prefix``: the first prompt starts with the instruction. ``agents_file``: the run stage wrote
+  AGENTS.md into the work dir.
+
+Isolation: the nonce line ends the developer instructions (the system → task boundary); Codex always
+sends its thread id as ``prompt_cache_key`` (constant for the trial, unique across trials), which is
+recorded; the cache-bust tool comes from ``kit/agents/mcp_cache_bust.py`` and reaches the request as a
+``namespace`` tool ``mcp__cachebust`` holding the ``cache_bust_<id>`` function, after Codex's
+built-in tools (so only the built-in tool definitions before it can be shared across trials).
+
+``backend_options``: ``codex_bin`` (a patched build for seed 001's binary-vs-binary comparison;
+default the pinned ``.tools`` CLI, else PATH), ``effort`` (``model_reasoning_effort``), ``home_root``
+and ``keep_home`` (where per-trial homes go, and keeping them for debugging).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from kit.agents import cli_common as cli
+from kit.agents import mcp_cache_bust
+from kit.agents.base import TrialOutcome, TrialSpec
+
+NAME = "codex"
+EMBEDDED_KEY_ENV = "KIT_EMBEDDED_API_KEY"
+REAL_KEY_ENV = "OPENAI_API_KEY"
+STDOUT, STDERR = "codex_stdout.jsonl", "codex_stderr.log"
+SYSTEM_FILE = "kit_model_instructions.md"
+PINNED = (
+    "features.memories=false",
+    "features.plugins=false",
+    "features.multi_agent=false",
+    "analytics.enabled=false",
+    "project_root_markers=[]",
+)
+
+
+def _toml(value: str) -> str:
+    """A TOML basic string (JSON's escapes are valid TOML; non-ASCII stays literal)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def developer_text(spec: TrialSpec) -> str:
+    """The developer instructions: the arm's text where it belongs there, then the nonce line."""
+    parts = []
+    if spec.arm.instruction and spec.arm.placement in ("developer_instructions", "append_system"):
+        parts.append(spec.arm.instruction)
+    if spec.nonce_line:
+        parts.append(spec.nonce_line)
+    return "\n\n".join(parts)
+
+
+def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
+    """The ``-c``/``-m``/``-s`` options shared by every turn, and the environment the kit sets."""
+    loopback = cli.is_loopback(spec.base_url)
+    key_env = EMBEDDED_KEY_ENV if loopback else REAL_KEY_ENV
+    retries = ",request_max_retries=0,stream_max_retries=0" if loopback else ""
+    provider = (
+        f'{{name="kit",base_url={_toml(spec.base_url.rstrip("/") + "/v1")},wire_api="responses",'
+        f'env_key="{key_env}"{retries}}}'
+    )
+    args = ["--skip-git-repo-check", "--json", "-C", str(spec.workdir.resolve()), "-s", "read-only", "-m", spec.model]
+    args += ["-c", "model_provider=kit", "-c", f"model_providers.kit={provider}"]
+    for setting in PINNED:
+        args += ["-c", setting]
+    if spec.cache_bust_tool:
+        server = (
+            f"{{command={_toml(sys.executable)},args=[{_toml(mcp_cache_bust.__file__)},{_toml(spec.cache_bust_tool)}]}}"
+        )
+        args += ["-c", f"mcp_servers={{cachebust={server}}}"]
+    else:
+        args += ["-c", "mcp_servers={}"]
+    effort = cli.effort(spec)
+    if effort:
+        args += ["-c", f"model_reasoning_effort={_toml(effort)}"]
+    developer = developer_text(spec)
+    if developer:
+        args += ["-c", f"developer_instructions={_toml(developer)}"]
+    if spec.arm.instruction and spec.arm.placement == "system":
+        path = home / ".codex" / SYSTEM_FILE
+        path.write_text(spec.arm.instruction + "\n")
+        args += ["-c", f"model_instructions_file={_toml(str(path))}"]
+    args += list(spec.arm.flags)
+    return args, {"HOME": str(home), "CODEX_HOME": str(home / ".codex"), key_env: spec.api_key}
+
+
+def applied(spec: TrialSpec, thread_id: str | None) -> dict[str, str]:
+    """What the trial really did with the arm and the isolation parts (goes to meta's ``versions``)."""
+    placement = {
+        "system": "model_instructions_file (replaces Codex's base instructions)",
+        "developer_instructions": "developer_instructions",
+        "append_system": "developer_instructions (Codex cannot append to its base instructions)",
+        "user_prefix": "first prompt prefix",
+        "agents_file": "AGENTS.md in the work dir",
+    }
+    out = {
+        "placement": placement[spec.arm.placement] if spec.arm.instruction else "none (no instruction)",
+        "prompt_cache_key": f"codex thread id {thread_id} (sent as prompt_cache_key on every request)",
+    }
+    done = []
+    if "nonce" in spec.isolation:
+        done.append("nonce")
+        out["isolation.nonce"] = "last line of developer_instructions"
+    if "prompt_cache_key" in spec.isolation:
+        done.append("prompt_cache_key")
+        out["isolation.prompt_cache_key"] = "codex thread id (Codex sends its own; the kit's key is not used)"
+    if spec.cache_bust_tool:
+        done.append("cache_bust_tool")
+        out["isolation.cache_bust_tool"] = (
+            f"MCP namespace tool mcp__cachebust holding {spec.cache_bust_tool}, after Codex's built-in tools"
+        )
+    out["isolation_applied"] = ",".join(done) or "none"
+    return out
+
+
+def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
+    """Run every prompt of the trial through ``codex exec`` (resuming the thread unless the arm is fresh)."""
+    binary = cli.find_binary(spec, "codex_bin", "codex")
+    if binary is None:
+        return TrialOutcome(status="failed", reason="codex binary not found (backend_options.codex_bin, .tools, PATH)")
+    outcome = TrialOutcome(status="ok", versions={"codex": cli.version(binary), "codex_bin": binary})
+    deadline = time.monotonic() + spec.timeout_s
+    home = cli.trial_home(spec, NAME)
+    (home / ".codex").mkdir()
+    stdout, stderr = spec.out_dir / STDOUT, spec.out_dir / STDERR
+    runs: list[cli.Completed] = []
+    thread_id: str | None = None
+    try:
+        options, kit_env = config_args(spec, home)
+        env = cli.child_env(spec, kit_env)
+        for turn in range(len(spec.prompts)):
+            resume = ["resume", thread_id] if thread_id and spec.arm.session == "resume" else []
+            argv = [binary, "exec", *options, *resume, "--", cli.prompt_text(spec, turn)]
+            seen = len(cli.read_jsonl(stdout))
+            run = cli.run_process(
+                argv,
+                env=env,
+                shown=cli.shown_command(argv, kit_env, spec.arm.env),
+                cwd=spec.workdir.resolve(),
+                stdout=stdout,
+                stderr=stderr,
+                deadline=deadline,
+            )
+            runs.append(run)
+            events = cli.read_jsonl(stdout)[seen:]
+            thread_id = next((e["thread_id"] for e in events if e.get("type") == "thread.started"), thread_id)
+            failure = run.failure("codex") or _turn_failure(events)
+            if failure:
+                outcome.status, outcome.reason = "failed", f"turn {turn + 1}: {failure}"
+                break
+            outcome.turns = turn + 1
+            outcome.final_answer = _last_message(events)
+    finally:
+        outcome.transcripts = _copy(home, thread_id, spec.out_dir)
+        outcome.cycles = _cycles(spec.out_dir, outcome.transcripts)
+        outcome.command = runs[0].command if runs else []
+        cli.write_runs(spec.out_dir, runs)
+        cli.remove_home(spec, home)
+    outcome.versions.update(applied(spec, thread_id))
+    return outcome
+
+
+def _turn_failure(events: list[dict]) -> str:
+    for event in events:
+        if event.get("type") == "turn.failed":
+            return f"turn.failed: {(event.get('error') or {}).get('message', '')}"[:500]
+    if not any(e.get("type") == "turn.completed" for e in events):
+        return "no turn.completed event in codex's output"
+    return ""
+
+
+def _last_message(events: list[dict]) -> str:
+    texts = [
+        e["item"].get("text", "")
+        for e in events
+        if e.get("type") == "item.completed" and (e.get("item") or {}).get("type") == "agent_message"
+    ]
+    return texts[-1] if texts else ""
+
+
+def _copy(home: Path, thread_id: str | None, out_dir: Path) -> list[str]:
+    """Rollouts (this thread's first) then stdout; every rollout keeps its own file name."""
+    rollouts = sorted(
+        (home / ".codex" / "sessions").rglob("rollout-*.jsonl"),
+        key=lambda p: (not thread_id or thread_id not in p.name, p.name),
+    )
+    names = cli.copy_transcripts([(p, p.name) for p in rollouts], out_dir)
+    return names + ([STDOUT] if (out_dir / STDOUT).exists() else [])
+
+
+def _cycles(out_dir: Path, names: list[str]) -> int:
+    """Model responses: one ``token_usage_record`` per response in the rollouts."""
+    return sum(
+        1
+        for name in names
+        if name.startswith("rollout-")
+        for line in cli.read_jsonl(out_dir / name)
+        if line.get("type") == "token_usage_record"
+    )
