@@ -44,10 +44,6 @@ class BatchDir:
     def figures(self) -> Path:
         return self.root / "figures"
 
-    @property
-    def work(self) -> Path:
-        return self.root / "work"
-
     def trial(self, trial_id: str) -> Path:
         return self.raw / trial_id
 

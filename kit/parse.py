@@ -39,10 +39,16 @@ def trial_meta(bd: BatchDir) -> pd.DataFrame:
 
 
 def _sources(tdir: Path, meta: dict) -> tuple[list[Path], Path | None]:
+    """The primary transcript (the backend's first-listed one) and the provider log, when present.
+
+    A backend lists its transcripts best first (the Codex rollout before ``codex exec --json`` stdout,
+    the Claude session file before stream-json); the others describe the same responses, so reading
+    them too would count every response twice.
+    """
     names = [n for n in meta.get("transcripts", []) if (tdir / n).is_file()]
     log = tdir / PROVIDER_LOG if PROVIDER_LOG in names else None
-    primary = [tdir / n for n in names if n != PROVIDER_LOG] or ([log] if log else [])
-    return primary, log
+    others = [tdir / n for n in names if n != PROVIDER_LOG]
+    return (others[:1] or ([log] if log else [])), log
 
 
 def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame]:

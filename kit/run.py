@@ -9,9 +9,11 @@ A failed trial is recorded with its reason, never dropped.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import string
+import tempfile
 import threading
 import time
 import traceback
@@ -191,13 +193,25 @@ def _set_aside(bd: BatchDir, tdir: Path, why: str) -> None:
     os.replace(tdir, target.with_name(f"{tdir.name}.{n}"))
 
 
+def work_root(bd: BatchDir) -> Path:
+    """Where the arms' fixture copies live: a neutral path outside the batch folder.
+
+    Agents are told their absolute working directory, so it must not name the batch, the task or
+    the arm (seed 001: the model must not infer the experiment from the path). The folder is derived
+    from the batch folder, so a resumed batch gets the same paths; fixtures are regenerated if gone.
+    """
+    tag = hashlib.sha256(str(bd.root.resolve()).encode()).hexdigest()[:10]
+    return Path(tempfile.gettempdir()) / f"w{tag}" / "work"
+
+
 def _prepare_workdirs(cfg: RunConfig, bd: BatchDir) -> dict[str, Path]:
     """One fixture copy per arm at an anonymised path (work/repo_a, work/repo_b …; seed 001)."""
     out = {}
+    root = work_root(bd)
     for letter, arm_name in zip(string.ascii_lowercase, cfg.params["arms"], strict=False):
-        wd = bd.work / f"repo_{letter}"
+        wd = root / f"repo_{letter}"
         if not wd.exists():
-            tmp = bd.work / f".repo_{letter}.tmp"
+            tmp = root / f".repo_{letter}.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             cfg.pack.prepare(tmp)
@@ -290,13 +304,14 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         "nonce": slot.nonce,
         "isolation": sorted(parts),
         "control": cfg.arms[slot.arm].control,
-        "prompt_cache_key": spec.prompt_cache_key,
+        # what the client really sent: Codex sends its own thread id, not the kit's key
+        "prompt_cache_key": outcome.versions.get("prompt_cache_key", spec.prompt_cache_key),
         "cache_bust_tool": spec.cache_bust_tool,
         "backend": p["backend"],
         "endpoint": p["endpoint"],
         "model": p["model"],
         "simulated": embedded,
-        "workdir": str(workdir.relative_to(bd.root)),
+        "workdir": str(workdir),
         "command": outcome.command,
         "versions": outcome.versions,
         "started_at": started,

@@ -23,6 +23,7 @@ from kit import run, tasks, transcripts
 from kit.agents import claude, cli_common, codex, mcp_cache_bust
 from kit.agents.base import TrialSpec
 from kit.design import Arm
+from kit.layout import BatchDir
 from kit.provider import Conversation, Reply, serve
 from kit.provider.log import read as read_log
 from kit.tasks.batch_read import BATCHING, PROMPT
@@ -332,7 +333,7 @@ def test_small_batch_runs_through_the_run_stage_without_the_key(backend, tmp_pat
         if path.is_file():
             data = path.read_bytes()
             assert b"PLANTED" not in data, path
-    assert not any((folder / "work" / ".homes").iterdir())
+    assert not any((run.work_root(BatchDir(folder)) / ".homes").iterdir())
 
 
 # ------------------------------------------------------------------ pieces that need no CLI

@@ -163,3 +163,12 @@ def test_small_batch_parses_and_agrees_with_the_provider_log(tmp_path, backend):
     per_trial = tables["requests"].groupby("trial_id")["cycle"].count()
     assert (per_trial == tables["trials"].set_index("trial_id")["cycles"]).all()
     assert (tables["tool_results"]["category"] == "read").sum() >= 4 * 13  # manifest, config and 12 modules
+
+
+def test_work_dirs_do_not_reveal_the_experiment(done):
+    folder, _ = done
+    for meta in (json.loads(p.read_text()) for p in folder.glob("raw/*/meta.json")):
+        path = meta["workdir"].lower()
+        assert Path(path).name in ("repo_a", "repo_b")
+        for word in ("batch", "placebo", "read", meta["batch"].lower(), str(folder).lower()):
+            assert word not in path, (word, path)

@@ -138,3 +138,17 @@ def test_registry_rejects_unknown_task_and_options():
         get("nope")
     with pytest.raises(ParamError, match="preset"):
         get("batch-read", presett="small")
+
+
+def test_policy_gives_up_when_the_manifest_cannot_be_read():
+    policy = batch_read.BatchReadPolicy()
+    messages = [Message("user", batch_read.PROMPT)]
+    for cycle in range(5):
+        conv = Conversation("responses", "sim", "", _tools("sdk"), tuple(messages), "t", 0)
+        reply = policy.reply(conv)
+        if not reply.tool_calls:
+            assert "could not read MANIFEST.txt" in reply.text and cycle == 2
+            return
+        call = reply.tool_calls[0].__class__(reply.tool_calls[0].name, reply.tool_calls[0].arguments, f"c{cycle}")
+        messages += [Message("assistant", "", (call,)), Message("tool", "error: no such file", tool_call_id=f"c{cycle}", is_error=True)]  # noqa: E501
+    raise AssertionError("policy kept retrying a failing read")

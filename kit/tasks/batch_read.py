@@ -191,6 +191,8 @@ class BatchReadPolicy:
             return Reply(text="I have no tool to read files here, so I cannot inspect the project.")
         contents = tooluse.file_contents(conv)
         if "MANIFEST.txt" not in contents:
+            if tooluse.failed_reads(conv).get("MANIFEST.txt", 0) >= 2:  # a real agent gives up, not loops
+                return Reply("I could not read MANIFEST.txt, so I cannot inspect the project.", (), reasoning)
             return Reply("Reading the manifest first.", (tooluse.read_call(conv, "MANIFEST.txt"),), reasoning)
         listed = [p for p in self.paths if p in contents["MANIFEST.txt"]]
         pending = [p for p in listed if p not in contents]

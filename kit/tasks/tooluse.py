@@ -3,7 +3,9 @@
 A scripted policy must behave like a coding agent in every client: the kit's SDK agents offer
 ``read_file``, Codex offers ``exec_command``, Claude Code offers ``Read`` and ``Bash``. This module
 turns "read these paths" into that client's tool calls, and the tool results of a conversation
-back into file contents, so a pack's policy is written once.
+back into file contents, so a pack's policy is written once. Searches (``grep``, ``Grep``, ``grep -rnE``
+through a shell) and the SDK agents' ``explore`` tool are handled the same way, and ``seen_lines`` /
+``blocks`` give a policy the source it has in context, whichever way it got there.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from dataclasses import dataclass
 
 from kit.provider.policy import Conversation, Message, ToolCall
 
@@ -72,6 +75,16 @@ def file_contents(conv: Conversation) -> dict[str, str]:
     return out
 
 
+def failed_reads(conv: Conversation) -> dict[str, int]:
+    """How many times each path's read came back as an error (so a policy can stop retrying)."""
+    out: dict[str, int] = {}
+    for call, result in conv.results():
+        path = requested_path(conv, call)
+        if path and result.is_error:
+            out[path] = out.get(path, 0) + 1
+    return out
+
+
 def _clean(call: ToolCall, result: Message) -> str:
     text = result.text
     if call.name == "exec_command" and "\nOutput:\n" in text:
@@ -86,3 +99,152 @@ def _words(cmd: str) -> list[str]:
         return shlex.split(cmd)
     except ValueError:
         return []
+
+
+# ---------------------------------------------------------------- searching and exploring
+
+_GREP_LINE = re.compile(r"^(.+?):(\d+):(.*)$")
+_EXPLORE_HEAD = re.compile(r"^(\S+):(\d+)-(\d+) \S+$")
+_EXPLORE_LINE = re.compile(r"^(\d+) (.*)$")
+
+
+def _explore_name(names: set[str]) -> str | None:
+    """The exploration tool offered: ``explore`` (SDK agents) or an MCP tool named ``…__explore``."""
+    return next((n for n in sorted(names) if n == "explore" or n.endswith("__explore")), None)
+
+
+def can_explore(conv: Conversation) -> bool:
+    return _explore_name(conv.tool_names()) is not None
+
+
+def explore_call(conv: Conversation, query: str, limit: int | None = None) -> ToolCall:
+    """One call of the client's exploration tool for a symbol or a few words."""
+    name = _explore_name(conv.tool_names())
+    if name is None:
+        raise LookupError(f"no explore tool among {sorted(conv.tool_names())}")
+    return ToolCall(name, {"query": query, **({"limit": limit} if limit else {})})
+
+
+def can_grep(conv: Conversation) -> bool:
+    return bool(conv.tool_names() & {"grep", "Grep", "exec_command", "Bash"})
+
+
+def grep_call(conv: Conversation, pattern: str) -> ToolCall:
+    """One recursive search for an extended regular expression (``a|b``), with line numbers."""
+    names = conv.tool_names()
+    if "grep" in names:
+        return ToolCall("grep", {"pattern": pattern})
+    if "exec_command" in names:
+        return ToolCall("exec_command", {"cmd": f"grep -rnE {shlex.quote(pattern)} .", "login": False})
+    if "Grep" in names:
+        return ToolCall("Grep", {"pattern": pattern, "output_mode": "content", "-n": True})
+    if "Bash" in names:
+        return ToolCall("Bash", {"command": f"grep -rnE {shlex.quote(pattern)} .", "description": "Search the code"})
+    raise LookupError(f"no search tool among {sorted(names)}")
+
+
+def is_search(call: ToolCall) -> bool:
+    """Whether a call is a recursive search (``grep_call`` in any client's form)."""
+    if call.name in ("grep", "Grep"):
+        return True
+    if call.name in ("exec_command", "Bash"):
+        return _words(str(call.arguments.get("cmd") or call.arguments.get("command") or ""))[:1] == ["grep"]
+    return False
+
+
+def grep_hits(conv: Conversation, results: list[tuple[ToolCall, Message]] | None = None) -> list[tuple[str, int, str]]:
+    """Every (repository-relative path, line, text) a search returned, in ``results`` (default: all of them)."""
+    cwd = working_directory(conv)
+    hits = []
+    for call, result in conv.results() if results is None else results:
+        if result.is_error or not is_search(call):
+            continue
+        for line in _clean(call, result).splitlines():
+            match = _GREP_LINE.match(line)
+            if match:
+                path = match.group(1)
+                if cwd and path.startswith(cwd + "/"):
+                    path = path[len(cwd) + 1 :]
+                hits.append((path.removeprefix("./"), int(match.group(2)), match.group(3)))
+    return hits
+
+
+def seen_lines(conv: Conversation) -> dict[str, dict[int, str]]:
+    """Source lines in this conversation's context by path and line number: whole files read, plus the
+    line-numbered excerpts of exploration results (their reference lists are left out: they lose indentation)."""
+    seen: dict[str, dict[int, str]] = {}
+    for path, text in file_contents(conv).items():
+        seen.setdefault(path, {}).update(enumerate(text.splitlines(), 1))
+    name = _explore_name(conv.tool_names()) or "explore"
+    for call, result in conv.results():
+        if call.name != name or result.is_error:
+            continue
+        path = None
+        for line in result.text.splitlines():
+            if line == "references:":
+                break
+            if head := _EXPLORE_HEAD.match(line):
+                path = head.group(1)
+            elif path and (numbered := _EXPLORE_LINE.match(line)):
+                seen.setdefault(path, {})[int(numbered.group(1))] = numbered.group(2)
+    return seen
+
+
+# ---------------------------------------------------------------- turns and definitions
+
+
+def current_question(conv: Conversation, questions: list[str] | tuple[str, ...]) -> int | None:
+    """Index of the question the latest user message asks: the one written last in it, since a fresh
+    session's first message quotes the earlier questions in its summary before the new one."""
+    text = conv.last_user_text()
+    found = [(text.rfind(q), i) for i, q in enumerate(questions) if q and q in text]
+    return max(found)[1] if found else None
+
+
+def results_this_turn(conv: Conversation) -> list[tuple[ToolCall, Message]]:
+    """Tool results since the latest user message (the current turn's own work)."""
+    last_user = max((i for i, m in enumerate(conv.messages) if m.role == "user" and m.text), default=-1)
+    calls = conv.calls_by_id()
+    return [
+        (calls[m.tool_call_id], m)
+        for m in conv.messages[last_user + 1 :]
+        if m.role == "tool" and m.tool_call_id in calls
+    ]
+
+
+@dataclass(frozen=True)
+class Block:
+    """A Python definition as seen in context: its path, name, first line and the seen lines of its body."""
+
+    path: str
+    name: str
+    line: int
+    lines: tuple[tuple[int, str], ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(t for _, t in self.lines)
+
+
+def blocks(seen: dict[str, dict[int, str]]) -> list[Block]:
+    """Every ``def``/``class`` in the seen lines with its body: the lines after it that are indented deeper
+    (or blank), stopping at a gap of more than 3 unseen lines (an excerpt of some other place)."""
+    out = []
+    for path, lines in sorted(seen.items()):
+        numbers = sorted(lines)
+        for i, n in enumerate(numbers):
+            match = _PY_DEF.match(lines[n])
+            if not match:
+                continue
+            body, prev = [(n, lines[n])], n
+            for k in numbers[i + 1 :]:
+                text = lines[k]
+                if k - prev > 4 or (text.strip() and len(text) - len(text.lstrip()) <= len(match.group(1))):
+                    break
+                body.append((k, text))
+                prev = k
+            out.append(Block(path, match.group(2), n, tuple(body)))
+    return out
+
+
+_PY_DEF = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+([A-Za-z_]\w*)")
