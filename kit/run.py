@@ -136,7 +136,9 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
             for future in [pool.submit(one, s) for s in todo]:  # submitted (and started) in schedule order
                 future.result()
         bar.close()
-    manifest.update(ended_at=_now(), status="complete", raw_sha256=sha256_tree(bd.raw))
+    manifest.update(
+        ended_at=_now(), status="complete", raw_sha256=sha256_tree(bd.raw), backend_versions=_backend_versions(bd)
+    )
     write_json(bd.manifest, redact(manifest))
     return bd.root
 
@@ -328,6 +330,16 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
     }
     write_json(tdir / "meta.json", redact(meta))  # written last: its presence marks the trial complete
     return meta
+
+
+def _backend_versions(bd: BatchDir) -> list[dict]:
+    """Every distinct backend version set the trials report (CLI versions, SDK versions, pins)."""
+    seen: list[dict] = []
+    for tdir in bd.trial_dirs():
+        versions = orjson.loads((tdir / "meta.json").read_bytes()).get("versions") or {}
+        if versions not in seen:
+            seen.append(versions)
+    return seen
 
 
 def _copy_log_lines(log_path: Path, offset: int, trial_id: str, dest: Path) -> int:
