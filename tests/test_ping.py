@@ -29,6 +29,8 @@ def test_ping_cli_backends(backend):
 
 
 def test_ping_command_line():
-    out = subprocess.run([sys.executable, "-m", "kit", "ping", "--backend", "sdk-openai"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "kit", "ping", "--backend", "sdk-openai"], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     assert "reached" in out.stdout and "status: ok" in out.stdout

@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 Role = Literal["system", "user", "assistant", "tool"]
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,12 @@ class Conversation:
         return [(calls[m.tool_call_id], m) for m in self.messages if m.role == "tool" and m.tool_call_id in calls]
 
     def last_user_text(self) -> str:
-        return next((m.text for m in reversed(self.messages) if m.role == "user" and m.text), "")
+        """The latest user prompt, without the reminder blocks some clients (Claude Code) prepend."""
+        for m in reversed(self.messages):
+            text = _REMINDER.sub("", m.text).strip() if m.role == "user" else ""
+            if text:
+                return text
+        return ""
 
     def turn(self) -> int:
         """User turns so far (1 for the first prompt); tool results are not user turns."""
