@@ -44,6 +44,7 @@ class Arm:
     session: Literal["fresh", "resume"] = "resume"
     control: bool = False
     description: str = ""
+    tools: tuple[str, ...] = ()  # extra tools this arm offers (e.g. "explore"), beyond the backend's own
 
     @classmethod
     def from_dict(cls, name: str, spec: Mapping[str, Any]) -> Arm:
@@ -51,7 +52,11 @@ class Arm:
         unknown = set(spec) - known
         if unknown:
             raise ParamError(f"arm_defs.{name}", f"unknown keys {sorted(unknown)}", sorted(known))
-        arm = cls(name=name, **{**spec, "flags": tuple(spec.get("flags", ())), "env": dict(spec.get("env", {}))})
+        tools = spec.get("tools", ())
+        if not isinstance(tools, list | tuple) or not all(isinstance(t, str) and _TOOL_NAME.match(t) for t in tools):
+            raise ParamError(f"arm_defs.{name}.tools", f"got {tools!r}", "a list of tool names like [explore]")
+        flags, env = tuple(spec.get("flags", ())), dict(spec.get("env", {}))
+        arm = cls(name=name, **{**spec, "flags": flags, "env": env, "tools": tuple(tools)})
         _check_choice(f"arm_defs.{name}.placement", arm.placement, PLACEMENTS)
         _check_choice(f"arm_defs.{name}.session", arm.session, SESSIONS)
         return arm
@@ -59,6 +64,7 @@ class Arm:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["flags"] = list(self.flags)
+        d["tools"] = list(self.tools)
         d["env"] = sorted(self.env)  # names only: values may be secrets
         return d
 

@@ -294,8 +294,8 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         write_text(tdir / "error.txt", traceback.format_exc())
     wall = time.perf_counter() - t0
     total = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl") if log_path else None
-    grade = cfg.pack.grade_for(slot.run, outcome.final_answer) if outcome.status == "ok" else None
-    write_text(tdir / "answer.md", outcome.final_answer)
+    grade = _grade(cfg.pack, slot.run, outcome) if outcome.status == "ok" else None
+    write_text(tdir / "answer.md", "\n\n---\n\n".join(outcome.answers))
     meta = {
         "kit_trial": 1,
         "batch": p["batch"],
@@ -330,6 +330,14 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
     }
     write_json(tdir / "meta.json", redact(meta))  # written last: its presence marks the trial complete
     return meta
+
+
+def _grade(pack: tasks.TaskPack, run: int, outcome: TrialOutcome) -> tasks.Grade:
+    """Multi-turn packs grade every turn's answer (their ``grade_turns``); others the final answer."""
+    grade_turns = getattr(pack, "grade_turns", None)
+    if grade_turns is not None and len(outcome.answers) > 1:
+        return grade_turns(outcome.answers)
+    return pack.grade_for(run, outcome.final_answer)
 
 
 def _backend_versions(bd: BatchDir) -> list[dict]:

@@ -55,12 +55,16 @@ class TrialOutcome:
 
     status: str
     reason: str = ""
-    final_answer: str = ""
+    answers: list[str] = field(default_factory=list)  # each finished turn's final answer, in order
     turns: int = 0
     cycles: int = 0
     transcripts: list[str] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
+
+    @property
+    def final_answer(self) -> str:
+        return self.answers[-1] if self.answers else ""
 
 
 class JsonlWriter:

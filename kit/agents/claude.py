@@ -163,7 +163,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
                 outcome.status, outcome.reason = "failed", f"turn {turn + 1}: {failure}"
                 break
             outcome.turns = turn + 1
-            outcome.final_answer = next(e.get("result") or "" for e in reversed(events) if e.get("type") == "result")
+            outcome.answers.append(next(e.get("result") or "" for e in reversed(events) if e.get("type") == "result"))
     finally:
         outcome.transcripts = _copy(home, sessions, spec.out_dir)
         outcome.cycles = _cycles(spec.out_dir, outcome.transcripts)

@@ -169,7 +169,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
                 outcome.status, outcome.reason = "failed", f"turn {turn + 1}: {failure}"
                 break
             outcome.turns = turn + 1
-            outcome.final_answer = _last_message(events)
+            outcome.answers.append(_last_message(events))
     finally:
         outcome.transcripts = _copy(home, thread_id, spec.out_dir)
         outcome.cycles = _cycles(spec.out_dir, outcome.transcripts)

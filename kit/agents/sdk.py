@@ -1,9 +1,16 @@
 """The kit's own small tool-using agent loop on the official ``openai`` and ``anthropic`` SDKs.
 
 One loop, two thin API adapters. The agent offers ``list_files``/``read_file``/``grep`` over the
-trial's fixture (read-only, confined), plus the trial's ``cache_bust_<id>`` tool first in the tool
-list when that isolation is on (it answers ``{"success": true}`` if a model calls it anyway). Every
-API response is recorded as received to ``sdk_responses.jsonl`` before the loop acts on it.
+trial's fixture (read-only, confined), the extra tools the arm lists in ``Arm.tools`` (``explore``),
+plus the trial's ``cache_bust_<id>`` tool first in the tool list when that isolation is on (it answers
+``{"success": true}`` if a model calls it anyway). Every API response is recorded as received to
+``sdk_responses.jsonl`` before the loop acts on it, with its turn and session.
+
+Sessions (``Arm.session``, seed 000): ``resume`` carries one conversation across every turn (native
+resume: the whole transcript, tool output included, is re-sent). ``fresh`` starts each later turn as a
+new conversation whose first user message holds a compact, bounded summary of the earlier turns'
+questions and final answers (``session_summary``), then the new question. Isolation is per trial, not
+per session: the cache-bust tool, the nonce and ``prompt_cache_key`` stay the same across sessions.
 """
 
 from __future__ import annotations
@@ -17,9 +24,14 @@ import anthropic
 import openai
 
 from kit.agents.base import JsonlWriter, TrialOutcome, TrialSpec
-from kit.agents.filetools import SPECS, FileTools, ToolError
+from kit.agents.filetools import EXTRA_SPECS, SPECS, FileTools, ToolError
 
 CACHE_BUST_RESULT = json.dumps({"success": True})
+SUMMARY_CHARS = 4000  # bound of a fresh session's summary of earlier turns (backend_options: summary_chars)
+SUMMARY_HEADER = (
+    "Summary of the earlier turns of this task. This is a new session: their tool output is not in context, "
+    "only these questions and final answers (clipped)."
+)
 
 
 def _system_text(spec: TrialSpec) -> str:
@@ -38,11 +50,54 @@ def _context_text(spec: TrialSpec) -> str | None:
     return None
 
 
-def _user_text(spec: TrialSpec, turn: int) -> str:
+def _user_text(spec: TrialSpec, turn: int, answers: list[str]) -> str:
+    """The user message of ``turn``; a fresh session's first message also carries the summary and prefix."""
     text = spec.prompts[turn]
-    if turn == 0 and spec.arm.instruction and spec.arm.placement == "user_prefix":
+    starts_session = turn == 0 or spec.arm.session == "fresh"
+    if turn > 0 and spec.arm.session == "fresh":
+        text = f"{session_summary(spec.prompts[:turn], answers, _summary_chars(spec))}\n\nNew question:\n{text}"
+    if starts_session and spec.arm.instruction and spec.arm.placement == "user_prefix":
         text = f"{spec.arm.instruction}\n\n{text}"
     return text
+
+
+def session_summary(questions: list[str] | tuple[str, ...], answers: list[str], limit: int = SUMMARY_CHARS) -> str:
+    """Earlier turns as a fresh session sees them: every question and final answer, clipped to fit ``limit``.
+
+    Each turn gets an equal share of the bound (a question at most a third of it), so the summary never
+    exceeds ``limit`` characters however long the answers were, and no turn is dropped.
+    """
+    pairs = list(zip(questions, answers, strict=False))
+    if not pairs:
+        return ""
+    share = (limit - len(SUMMARY_HEADER)) // len(pairs) - 40  # 40: the "Turn N question/answer:" labels
+    if share < 60:
+        raise ValueError(f"summary_chars={limit} is too small for {len(pairs)} earlier turns")
+    entries = []
+    for i, (question, answer) in enumerate(pairs, 1):
+        q = _clip(question, share // 3)
+        entries.append(f"Turn {i} question: {q}\nTurn {i} answer: {_clip(answer, share - len(q))}")
+    return "\n\n".join([SUMMARY_HEADER, *entries])
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def _summary_chars(spec: TrialSpec) -> int:
+    value = spec.options.get("summary_chars", SUMMARY_CHARS)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 400:
+        raise ValueError(f"backend_options.summary_chars: expected an integer >= 400, got {value!r}")
+    return value
+
+
+def _tool_specs(spec: TrialSpec) -> list[dict]:
+    """The file tools every trial gets, then the extra tools the arm lists (``Arm.tools``)."""
+    unknown = sorted(set(spec.arm.tools) - set(EXTRA_SPECS))
+    if unknown:
+        raise ValueError(f"arm {spec.arm.name!r} lists tools {unknown}; the SDK agent offers {sorted(EXTRA_SPECS)}")
+    return [*SPECS, *(EXTRA_SPECS[t] for t in spec.arm.tools)]
 
 
 class _OpenAIResponses:
@@ -51,15 +106,19 @@ class _OpenAIResponses:
     def __init__(self, spec: TrialSpec, base_url: str) -> None:
         self.spec = spec
         self.client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=spec.api_key, max_retries=0)
-        tools = [{"type": "function", "strict": False, **s} for s in SPECS]
+        tools = [{"type": "function", "strict": False, **s} for s in _tool_specs(spec)]
         if spec.cache_bust_tool:
             bust = {"name": spec.cache_bust_tool, "description": "Never call this tool.", "parameters": _EMPTY}
             tools.insert(0, {"type": "function", "strict": False, **bust})
         self.tools = tools
+        self.start_session()
+
+    def start_session(self) -> None:
+        """An empty conversation, opened as every session of the trial opens (nonce, then context)."""
         self.items: list[dict[str, Any]] = []
-        if spec.nonce_line:  # its own item at the system -> task boundary: the system prompt stays shared
-            self.items.append({"role": "developer", "content": spec.nonce_line})
-        context = _context_text(spec)
+        if self.spec.nonce_line:  # its own item at the system -> task boundary: the system prompt stays shared
+            self.items.append({"role": "developer", "content": self.spec.nonce_line})
+        context = _context_text(self.spec)
         if context:
             self.items.append({"role": "developer", "content": context})
 
@@ -107,14 +166,21 @@ class _AnthropicMessages:
     def __init__(self, spec: TrialSpec, base_url: str) -> None:
         self.spec = spec
         self.client = anthropic.Anthropic(base_url=base_url, api_key=spec.api_key, max_retries=0)
-        tools = [{"name": s["name"], "description": s["description"], "input_schema": s["parameters"]} for s in SPECS]
+        tools = [
+            {"name": s["name"], "description": s["description"], "input_schema": s["parameters"]}
+            for s in _tool_specs(spec)
+        ]
         if spec.cache_bust_tool:
             tools.insert(
                 0, {"name": spec.cache_bust_tool, "description": "Never call this tool.", "input_schema": _EMPTY}
             )
         self.tools = tools
+        self.start_session()
+
+    def start_session(self) -> None:
+        """An empty conversation; the context (AGENTS.md, developer instructions) opens its first user message."""
         self.messages: list[dict[str, Any]] = []
-        self.pending_context = _context_text(spec)
+        self.pending_context = _context_text(self.spec)
 
     def add_user(self, text: str) -> None:
         blocks = []
@@ -169,15 +235,25 @@ def _args(raw: Any) -> dict:
 
 
 def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
-    """Run every turn of one trial; each turn loops until the model answers without tool calls."""
-    files = FileTools(spec.workdir)
-    adapter = ADAPTERS[backend](spec, spec.base_url)
+    """Run every turn of one trial; each turn loops until the model answers without tool calls.
+
+    A ``resume`` arm keeps one conversation; a ``fresh`` arm opens a new one for every turn (see above).
+    """
+    files = FileTools(spec.workdir, spec.arm.tools)  # refuses an unknown extra tool before any request
+    if spec.arm.session == "fresh" and len(spec.prompts) > 1:
+        _summary_chars(spec)
     outcome = TrialOutcome(status="ok", versions={"openai": openai.__version__, "anthropic": anthropic.__version__})
     record_path = spec.out_dir / "sdk_responses.jsonl"
     outcome.transcripts.append(record_path.name)
+    adapter = ADAPTERS[backend](spec, spec.base_url)
+    answers = outcome.answers
+    session = 1
     with JsonlWriter(record_path) as record:
         for turn in range(len(spec.prompts)):
-            adapter.add_user(_user_text(spec, turn))
+            if turn > 0 and spec.arm.session == "fresh":
+                adapter.start_session()
+                session += 1
+            adapter.add_user(_user_text(spec, turn, answers))
             outcome.turns = turn + 1
             while True:
                 if outcome.cycles >= spec.max_cycles:
@@ -193,6 +269,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
                         "kit_sdk": 1,
                         "api": adapter.api,
                         "turn": turn + 1,
+                        "session": session,
                         "cycle": outcome.cycles,
                         "started_at": started,
                         "wall_s": round(time.perf_counter() - t0, 6),
@@ -202,7 +279,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
                 outcome.cycles += 1
                 calls, text = adapter.absorb(response)
                 if not calls:
-                    outcome.final_answer = text
+                    outcome.answers.append(text)
                     break
                 adapter.add_results([(cid, *_execute(files, spec, name, args)) for cid, name, args in calls])
     return outcome

@@ -7,9 +7,16 @@ from typing import Any
 from kit.design import ParamError
 from kit.tasks.base import Grade, TaskPack
 from kit.tasks.batch_read import BatchReadPack
+from kit.tasks.occupancy import OccupancyPack
+from kit.tasks.session_chain import SessionChainPack
 from kit.tasks.terse import TersePack
 
-PACKS: dict[str, type] = {"batch-read": BatchReadPack, "terse": TersePack}
+PACKS: dict[str, type] = {
+    "batch-read": BatchReadPack,
+    "occupancy": OccupancyPack,
+    "session-chain": SessionChainPack,
+    "terse": TersePack,
+}
 
 __all__ = ["PACKS", "Grade", "TaskPack", "get", "names"]
 

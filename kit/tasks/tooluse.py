@@ -143,6 +143,12 @@ def grep_call(conv: Conversation, pattern: str) -> ToolCall:
     raise LookupError(f"no search tool among {sorted(names)}")
 
 
+def words_pattern(text: str) -> str:
+    """A search for the three longest words of a question (what an agent without a script looks for first)."""
+    words = sorted(set(re.findall(r"[A-Za-z_]{5,}", text)), key=lambda w: (-len(w), w))[:3]
+    return "|".join(re.escape(w) for w in words) or "def "
+
+
 def is_search(call: ToolCall) -> bool:
     """Whether a call is a recursive search (``grep_call`` in any client's form)."""
     if call.name in ("grep", "Grep"):
@@ -245,6 +251,15 @@ def blocks(seen: dict[str, dict[int, str]]) -> list[Block]:
                 prev = k
             out.append(Block(path, match.group(2), n, tuple(body)))
     return out
+
+
+def definitions_answer(seen: dict[str, dict[int, str]]) -> str:
+    """What a careful agent says to a question it has no script for: the definitions it looked at."""
+    defs = blocks(seen)
+    if not defs:
+        return "I found nothing relevant to the question in what I read."
+    shown = [f"- `{b.name}` ({b.path}:{b.line})" for b in defs[:20]]
+    return "\n".join(["From what I read, the relevant definitions are:", *shown])
 
 
 _PY_DEF = re.compile(r"^(\s*)(?:async\s+def|def|class)\s+([A-Za-z_]\w*)")

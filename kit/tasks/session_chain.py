@@ -1,0 +1,708 @@
+"""Task pack ``session-chain`` (seed 000's chain_auth): five chained turns on a repository with a seeded bug.
+
+The fixture is a small synthetic Python web service whose auth package has an off-by-one in token
+expiry: the check uses a strict comparison, so a token is still accepted at exactly its expiry second.
+Module and function names, the form of the faulty comparison and the token lifetime vary with the
+seed. The turns build on each other: T1 where authentication happens, T2 the expiry check (file,
+function, line), T3 explain the bug, T4 propose the fix as a diff, T5 write the test plan.
+
+Arms (seed 000): ``builtin`` resumes one session across the turns (native resume: the whole
+transcript, every file read included, is carried and re-sent); ``with_session`` starts every turn as a
+fresh session given a compact summary of the earlier questions and answers (``kit.agents.sdk``).
+
+True effect of the scripted policy (the analysis must recover it): each turn needs certain files in
+view (T1 the session module, found by searching for ``auth|Auth`` and reading every non-test hit: the
+package, its middleware and the API modules that use it; T2-T4 the tokens module, named by the session
+module's import; T5 also the config and the existing token tests). A file already in the conversation is not read
+again, so ``builtin`` reads each file once (and re-reads the tokens module with probability
+``p_reread``, default 0.1, per later turn); ``with_session`` re-reads what each turn needs, going
+straight to the files its summary names, or searching from scratch with probability ``p_rediscover``
+(default 0.2). Answers are computed from what was read and are equally correct in both arms.
+So ``with_session`` makes more tool calls and reads more, but sends fewer total tokens because no
+transcript is carried. Measured on the embedded provider (seed 0, 10 trials per arm, sdk-openai /
+sdk-anthropic): total tokens builtin / with_session 2.21x / 2.18x with preset large and 1.53x / 1.44x
+with preset small; with_session makes 1.5x the file reads (15.1 vs 10.2) and 1.4x the model responses.
+The uncached ratio is not a property of the pack: it slides with cache warmth (seed 000 §1.3). Cold,
+it equals the total ratio; at the embedded provider's warmth (cache hit rate builtin 84%, with_session
+35%, preset large) builtin / with_session uncached is ~0.54x, inverted, because builtin's long
+transcript is mostly cache reads. Report total and uncached separately, never as one range.
+
+Grading: ``grade`` scores the final answer (T5, the test plan), which is what the run stage passes;
+``grade_turns`` scores every turn's answer (mean over the five questions) when the caller has them.
+With ``repo`` (a user's repository) or ``questions`` (a custom ``||`` chain) there is no ground truth
+and both say so (score None).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kit.design import Arm, ParamError
+from kit.provider.policy import Conversation, Reply, ToolCall
+from kit.tasks import tooluse, userrepo
+from kit.tasks.base import Grade
+
+QUESTIONS = (
+    "Where does authentication happen in this project? Name the file and the function that authenticates an "
+    "incoming request.",
+    "Find the check that decides whether a token has expired: which file, function and line?",
+    "There is a bug in that expiry check. Explain it: what goes wrong, and at which boundary?",
+    "Propose the fix as a minimal unified diff.",
+    "Write the test plan for the fix: which cases, with which concrete timestamps, in which test file?",
+)
+PRESETS = {"small": 4, "large": 30}  # filler functions per module
+NAMES = {
+    "middleware": ("middleware", "guards", "decorators"),
+    "session": ("session", "login", "identity"),
+    "tokens": ("tokens", "jwt", "credentials"),
+    "authenticate": ("authenticate", "authenticate_request", "resolve_user", "current_user"),
+    "decode": ("decode_token", "parse_token", "read_claims"),
+    "is_expired": ("is_expired", "token_expired", "has_expired", "expired"),
+}
+# The faulty comparison and its fix: strict where it must be inclusive (accepted at exactly exp).
+BUGS = (
+    ('now > claims["exp"]', 'now >= claims["exp"]'),
+    ('claims["exp"] < now', 'claims["exp"] <= now'),
+    ('now - claims["exp"] > 0', 'now - claims["exp"] >= 0'),
+)
+TTLS = (300, 900, 1800, 3600)
+TEST_NOW = 1_700_000_000
+API_FILES = ("app/api/addresses.py", "app/api/invoices.py", "app/api/orders.py")
+FILLER_FILES = ("app/storage/db.py", "app/storage/cache.py", "app/util/text.py", "app/util/timefmt.py")
+VERBS = ("load", "save", "format", "parse", "check", "merge", "list", "count", "find", "update")
+NOUNS = ("user", "order", "item", "address", "invoice", "note", "profile", "setting", "record", "page")
+NEEDS = (("session",), ("tokens",), ("tokens",), ("tokens",), ("tokens", "config", "tests"))
+DISCOVER = "auth|Auth"  # what the agent searches for to find where authentication happens
+
+
+@dataclass(frozen=True)
+class Truth:
+    names: dict[str, str]
+    paths: dict[str, str]  # session, middleware, tokens, config, tests
+    buggy: str
+    fixed: str
+    line: int  # the line of the faulty comparison
+    ttl: int
+
+
+@dataclass(frozen=True)
+class Fixture:
+    files: dict[str, str]
+    truth: Truth
+
+
+def generate(seed: int = 0, preset: str = "small") -> Fixture:
+    """The repository for (seed, preset), byte-for-byte deterministic."""
+    if preset not in PRESETS:
+        raise ValueError(f"preset {preset!r}; accepted: {sorted(PRESETS)}")
+    pick = random.Random(f"session-chain|{seed}")  # the truth depends on the seed only: presets differ in bulk
+    n = {role: pick.choice(pool) for role, pool in NAMES.items()}
+    buggy, fixed = pick.choice(BUGS)
+    ttl = pick.choice(TTLS)
+    rng = random.Random(f"session-chain|{seed}|{preset}")
+    fill = PRESETS[preset]
+    paths = {
+        "middleware": f"app/auth/{n['middleware']}.py",
+        "session": f"app/auth/{n['session']}.py",
+        "tokens": f"app/auth/{n['tokens']}.py",
+        "config": "app/config.py",
+        "tests": f"tests/test_{n['tokens']}.py",
+    }
+    tokens, line = _tokens_source(n, buggy, rng, fill)
+    files = {
+        "README.md": "# shop\n\nA small web service: users, orders and token-based authentication.\n",
+        "app/__init__.py": '"""shop: a small web service."""\n',
+        "app/auth/__init__.py": '"""Authentication: tokens, sessions and handler guards."""\n',
+        "app/api/__init__.py": '"""HTTP handlers."""\n',
+        "app/storage/__init__.py": '"""Persistence."""\n',
+        "app/util/__init__.py": '"""Small helpers."""\n',
+        paths["config"]: _config_source(ttl, rng),
+        paths["tokens"]: tokens,
+        paths["session"]: _session_source(n, rng, fill),
+        paths["middleware"]: _middleware_source(n, rng, fill),
+        paths["tests"]: _tests_source(n),
+        "tests/test_routes.py": _route_tests_source(),
+    }
+    for path in API_FILES:
+        files[path] = _api_module(path, n, rng, fill)
+    for path in FILLER_FILES:
+        files[path] = _filler_module(path, rng, fill)
+    return Fixture(dict(sorted(files.items())), Truth(n, paths, buggy, fixed, line, ttl))
+
+
+def _filler(rng: random.Random, count: int) -> list[str]:
+    lines, used = [], set()
+    for _ in range(count):
+        name = f"{rng.choice(VERBS)}_{rng.choice(NOUNS)}"
+        while name in used:
+            name = f"{name}_{rng.randint(2, 9)}"
+        used.add(name)
+        verb, noun = name.split("_")[:2]
+        lines += [
+            f"def {name}(db, key, limit={rng.randint(5, 500)}):",
+            f'    """{verb.capitalize()} the {noun} stored under key (at most limit rows)."""',
+            f"    rows = db.query({noun + 's'!r}, key=key)",
+            f"    return [row for row in rows if row.get({noun!r})][:limit]",
+            "",
+            "",
+        ]
+    return lines
+
+
+def _join(head: list[str], rng: random.Random, fill: int) -> str:
+    return "\n".join([*head, *_filler(rng, fill)]).rstrip() + "\n"
+
+
+def _config_source(ttl: int, rng: random.Random) -> str:
+    return (
+        "\n".join(
+            [
+                '"""Application settings."""',
+                "",
+                f"TOKEN_TTL_S = {ttl}",
+                f'SECRET_KEY = "dev-{rng.getrandbits(64):016x}"',
+                'DATABASE_URL = "sqlite:///shop.db"',
+                f"PAGE_SIZE = {rng.choice((20, 50, 100))}",
+                f"CACHE_SECONDS = {rng.choice((30, 60, 120))}",
+            ]
+        )
+        + "\n"
+    )
+
+
+def _tokens_source(n: dict[str, str], buggy: str, rng: random.Random, fill: int) -> tuple[str, int]:
+    head = [
+        '"""Signed access tokens: issue, decode, expiry."""',
+        "",
+        "import base64",
+        "import hashlib",
+        "import hmac",
+        "import json",
+        "",
+        "from app.config import SECRET_KEY, TOKEN_TTL_S",
+        "",
+        "",
+        "class TokenError(Exception):",
+        '    """A token that cannot be trusted."""',
+        "",
+        "",
+        "def issue_token(subject, now):",
+        '    """A signed token for subject, valid for TOKEN_TTL_S seconds from now."""',
+        '    claims = {"sub": subject, "iat": now, "exp": now + TOKEN_TTL_S}',
+        "    body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode()",
+        '    return f"{body}.{_sign(body)}"',
+        "",
+        "",
+        f"def {n['decode']}(token):",
+        '    """The claims of a token whose signature is valid."""',
+        '    body, _, signature = token.partition(".")',
+        "    if not hmac.compare_digest(signature, _sign(body)):",
+        '        raise TokenError("bad signature")',
+        "    return json.loads(base64.urlsafe_b64decode(body))",
+        "",
+        "",
+        f"def {n['is_expired']}(claims, now):",
+        '    """Whether the token\'s lifetime is over at time now (seconds since the epoch)."""',
+        f"    return {buggy}",
+        "",
+        "",
+        "def _sign(body):",
+        "    return hmac.new(SECRET_KEY.encode(), body.encode(), hashlib.sha256).hexdigest()",
+        "",
+        "",
+    ]
+    line = head.index(f"    return {buggy}") + 1
+    return _join(head, rng, fill), line
+
+
+def _session_source(n: dict[str, str], rng: random.Random, fill: int) -> str:
+    head = [
+        '"""Who is making a request: authentication from the Authorization header."""',
+        "",
+        f"from app.auth.{n['tokens']} import TokenError, {n['decode']}, {n['is_expired']}",
+        "",
+        "",
+        "class AuthError(Exception):",
+        '    """The request is not authenticated."""',
+        "",
+        "",
+        f"def {n['authenticate']}(request, now):",
+        '    """The user id of an authenticated request: checks its bearer token\'s signature and expiry."""',
+        '    header = request.headers.get("Authorization", "")',
+        '    scheme, _, token = header.partition(" ")',
+        '    if scheme != "Bearer" or not token:',
+        '        raise AuthError("missing bearer token")',
+        "    try:",
+        f"        claims = {n['decode']}(token)",
+        "    except TokenError as exc:",
+        "        raise AuthError(str(exc)) from exc",
+        f"    if {n['is_expired']}(claims, now):",
+        '        raise AuthError("token expired")',
+        '    return claims["sub"]',
+        "",
+        "",
+    ]
+    return _join(head, rng, fill)
+
+
+def _middleware_source(n: dict[str, str], rng: random.Random, fill: int) -> str:
+    head = [
+        '"""Guards for request handlers."""',
+        "",
+        "import time",
+        "",
+        f"from app.auth.{n['session']} import AuthError, {n['authenticate']}",
+        "",
+        "",
+        "def require_auth(handler):",
+        '    """Wrap a handler so it only runs for requests with a valid Authorization header."""',
+        "",
+        "    def wrapper(request):",
+        "        try:",
+        f"            request.user = {n['authenticate']}(request, int(time.time()))",
+        "        except AuthError as exc:",
+        '            return {"status": 401, "error": str(exc)}',
+        "        return handler(request)",
+        "",
+        "    return wrapper",
+        "",
+        "",
+    ]
+    return _join(head, rng, fill)
+
+
+def _tests_source(n: dict[str, str]) -> str:
+    return (
+        "\n".join(
+            [
+                '"""Tests of the token helpers."""',
+                "",
+                f"from app.auth.{n['tokens']} import {n['decode']}, {n['is_expired']}, issue_token",
+                "",
+                f"NOW = {TEST_NOW:_}",
+                "",
+                "",
+                "def test_round_trip():",
+                f'    claims = {n["decode"]}(issue_token("ada", NOW))',
+                '    assert claims["sub"] == "ada"',
+                "",
+                "",
+                "def test_fresh_token_is_not_expired():",
+                f'    claims = {n["decode"]}(issue_token("ada", NOW))',
+                f"    assert not {n['is_expired']}(claims, NOW)",
+                "",
+                "",
+                "def test_old_token_is_expired():",
+                f'    claims = {n["decode"]}(issue_token("ada", NOW))',
+                f"    assert {n['is_expired']}(claims, NOW + 10 * 86_400)",
+            ]
+        )
+        + "\n"
+    )
+
+
+def _route_tests_source() -> str:
+    return (
+        "\n".join(
+            [
+                '"""Tests of the HTTP handlers."""',
+                "",
+                "",
+                "def test_orders_need_a_token(client):",
+                '    assert client.get("/orders").status == 401',
+                "",
+                "",
+                "def test_orders_with_a_token(client, token):",
+                '    assert client.get("/orders", headers={"Authorization": f"Bearer {token}"}).status == 200',
+            ]
+        )
+        + "\n"
+    )
+
+
+def _api_module(path: str, n: dict[str, str], rng: random.Random, fill: int) -> str:
+    noun = Path(path).stem
+    head = [
+        f'"""{noun.capitalize()} handlers."""',
+        "",
+        f"from app.auth.{n['middleware']} import require_auth",
+        "",
+        "",
+        "@require_auth",
+        f"def list_{noun}(request):",
+        f'    """The {noun} of the authenticated user."""',
+        f'    return {{"status": 200, "items": request.db.query({noun!r}, owner=request.user)}}',
+        "",
+        "",
+        "@require_auth",
+        f"def delete_from_{noun}(request, key):",
+        f'    """Delete one of the authenticated user\'s {noun}."""',
+        f"    request.db.delete({noun!r}, key=key, owner=request.user)",
+        '    return {"status": 204}',
+        "",
+        "",
+    ]
+    return _join(head, rng, fill)
+
+
+def _filler_module(path: str, rng: random.Random, fill: int) -> str:
+    stem = Path(path).stem
+    return _join([f'"""{stem.capitalize()} helpers."""', "", ""], rng, fill)
+
+
+# ---------------------------------------------------------------- the answers, from what was read
+
+_IMPORT = re.compile(r"^from ([\w.]+) import (.+)$")
+_MENTION = re.compile(r"expiry check is `(\w+)\(\)` in `([\w/.-]+\.py)`")
+_AUTH_MENTION = re.compile(r"[Aa]uthentication happens in `(\w+)\(\)` in `([\w/.-]+\.py)`")
+_STRICT = re.compile(r"\s(<|>)\s")
+
+
+@dataclass
+class Facts:
+    """What the agent knows from the code in view and from the text of the conversation."""
+
+    paths: dict[str, str] = field(default_factory=dict)  # role -> path (known, not necessarily read)
+    names: dict[str, str] = field(default_factory=dict)
+    check: tuple[int, str] | None = None  # (line, expression) of the expiry comparison
+    ttl: int | None = None
+    test_now: int | None = None
+
+
+def facts_from(seen: dict[str, dict[int, str]], text: str) -> Facts:
+    """Facts from the seen source (``tooluse.seen_lines``) and the prose (earlier answers, a summary)."""
+    f = Facts()
+    if m := _AUTH_MENTION.search(text):
+        f.names["authenticate"], f.paths["session"] = m.groups()
+    if m := _MENTION.search(text):
+        f.names["is_expired"], f.paths["tokens"] = m.groups()
+    for block in tooluse.blocks(seen):
+        if 'headers.get("Authorization"' in block.text:
+            f.names["authenticate"], f.paths["session"] = block.name, block.path
+            if m := re.search(r"if (\w+)\(claims, now\)", block.text):
+                f.names["is_expired"] = m.group(1)
+            if m := re.search(r"claims = (\w+)\(token\)", block.text):
+                f.names["decode"] = m.group(1)
+    if "session" in f.paths and "is_expired" in f.names:
+        for line in seen.get(f.paths["session"], {}).values():
+            m = _IMPORT.match(line)
+            if m and f.names["is_expired"] in re.split(r",\s*", m.group(2)):
+                f.paths["tokens"] = m.group(1).replace(".", "/") + ".py"
+    tokens = seen.get(f.paths.get("tokens", ""), {})
+    for block in tooluse.blocks({f.paths["tokens"]: tokens} if tokens else {}):
+        if block.name == f.names.get("is_expired"):
+            f.check = next(((n, t.strip()[7:]) for n, t in block.lines if t.strip().startswith("return ")), None)
+    for line in tokens.values():
+        m = _IMPORT.match(line)
+        if m and "TOKEN_TTL_S" in m.group(2):
+            f.paths["config"] = m.group(1).replace(".", "/") + ".py"
+    if "tokens" in f.paths:
+        f.paths["tests"] = f"tests/test_{Path(f.paths['tokens']).name}"
+    for line in seen.get(f.paths.get("config", ""), {}).values():
+        if m := re.match(r"TOKEN_TTL_S = (\d+)", line):
+            f.ttl = int(m.group(1))
+    for line in seen.get(f.paths.get("tests", ""), {}).values():
+        if m := re.match(r"NOW = ([\d_]+)", line):
+            f.test_now = int(m.group(1).replace("_", ""))
+    return f
+
+
+def fix_of(expression: str) -> str | None:
+    """The inclusive form of a strict comparison (the off-by-one's fix), or None if it is not strict."""
+    return _STRICT.sub(lambda m: f" {m.group(1)}= ", expression, count=1) if _STRICT.search(expression) else None
+
+
+def answer(turn: int, f: Facts) -> str:
+    """The answer to question ``turn`` (0-based) from the facts; what is not known is said so."""
+    unknown = "(not found in what I read)"
+    exp_fn, tok = f.names.get("is_expired", "is_expired"), f.paths.get("tokens", unknown)
+    check = f"The expiry check is `{exp_fn}()` in `{tok}`"
+    if turn == 0:
+        if "session" not in f.paths:
+            return f"I could not find where authentication happens {unknown}."
+        return (
+            f"Authentication happens in `{f.names['authenticate']}()` in `{f.paths['session']}`: it takes the bearer "
+            f"token from the Authorization header, decodes it with `{f.names.get('decode', '?')}()` and rejects it "
+            f"when it has expired. {check}."
+        )
+    if f.check is None:
+        return f"{check}, but I could not read the comparison {unknown}."
+    line, expr = f.check
+    fixed = fix_of(expr)
+    if turn == 1:
+        return f"{check}, line {line}: `return {expr}`."
+    if fixed is None:
+        return f"{check}, line {line}: `return {expr}`. I see no off-by-one in it."
+    if turn == 2:
+        return (
+            f"{check}, line {line}: `return {expr}` uses a strict comparison, so it is off by one at the boundary. "
+            "When `now` equals `claims['exp']` exactly the check says not expired and the token is still accepted "
+            "at its expiry second (a lifetime of TTL + 1 seconds); a token must count as expired from `exp` on."
+        )
+    if turn == 3:
+        return "\n".join(
+            [
+                f"{check}, line {line}. Make the comparison inclusive:",
+                "",
+                "```diff",
+                f"--- a/{tok}",
+                f"+++ b/{tok}",
+                f"@@ -{line} +{line} @@",
+                f"-    return {expr}",
+                f"+    return {fixed}",
+                "```",
+            ]
+        )
+    if f.ttl is None or f.test_now is None:
+        return f"{check}. I could not read the token lifetime or the test clock {unknown}."
+    exp = f.test_now + f.ttl
+    return "\n".join(
+        [
+            f"{check}, line {line}. Test plan, in `{f.paths['tests']}`: issue a token at NOW = {f.test_now} with "
+            f"TOKEN_TTL_S = {f.ttl}, so exp = {exp}, and call `{exp_fn}(claims, now)`:",
+            f"1. now = {exp - 1} (one second before exp): not expired.",
+            f"2. now = {exp} (exactly exp): expired. This case fails before the fix.",
+            f"3. now = {exp + 1} (one second after exp): expired.",
+            f"4. End to end: `{f.names.get('authenticate', 'authenticate')}()` rejects that token at now = {exp} "
+            "with AuthError('token expired').",
+        ]
+    )
+
+
+def grade_turn(turn: int, text: str, truth: Truth) -> Grade:
+    """The facts question ``turn`` asks for, found in the answer ``text``."""
+    n, p = truth.names, truth.paths
+    exp = TEST_NOW + truth.ttl
+    plain = re.sub(r"(?<=\d)[_,](?=\d)", "", text)
+    ws = " ".join(text.split())
+
+    def has(token: str) -> bool:
+        return re.search(rf"(?<![\w/.]){re.escape(token)}(?![\w/])", plain) is not None
+
+    def diff_line(sign: str, expr: str) -> bool:
+        return re.search(rf"^\{sign}\s*return\s+{re.escape(expr)}\s*$", text, re.MULTILINE) is not None
+
+    wanted = {
+        0: [("session file", has(p["session"])), ("authenticate function", has(n["authenticate"]))],
+        1: [
+            ("tokens file", has(p["tokens"])),
+            ("expiry function", has(n["is_expired"])),
+            ("line", re.search(rf"\bline\s*{truth.line}\b|:{truth.line}\b", text) is not None),
+        ],
+        2: [
+            ("expiry function", has(n["is_expired"])),
+            ("faulty comparison", truth.buggy in ws),
+            ("boundary", re.search(r"exactly|boundary|equals?\b|==|off.by.one", text, re.IGNORECASE) is not None),
+        ],
+        3: [
+            (
+                "file in diff",
+                re.search(rf"^(?:---|\+\+\+) (?:[ab]/)?{re.escape(p['tokens'])}\s*$", text, re.M) is not None,
+            ),
+            ("removed line", diff_line("-", truth.buggy)),
+            ("added line", diff_line("+", truth.fixed)),
+        ],
+        4: [
+            ("test file", has(p["tests"])),
+            ("expiry function", has(n["is_expired"])),
+            ("exp - 1", has(str(exp - 1))),
+            ("exp", has(str(exp))),
+            ("exp + 1", has(str(exp + 1))),
+        ],
+    }[turn]
+    missing = [label for label, ok in wanted if not ok]
+    score = (len(wanted) - len(missing)) / len(wanted)
+    detail = f"turn {turn + 1}: {len(wanted) - len(missing)}/{len(wanted)}"
+    return Grade(round(score, 4), detail + (f" (missing {', '.join(missing)})" if missing else ""))
+
+
+def grade_turns(answers: list[str], truth: Truth) -> Grade:
+    """Every turn's answer graded; the score is the mean over the five turns (a missing answer scores 0)."""
+    grades = [grade_turn(t, answers[t] if t < len(answers) else "", truth) for t in range(len(QUESTIONS))]
+    return Grade(round(sum(g.score or 0 for g in grades) / len(grades), 4), "; ".join(g.detail for g in grades))
+
+
+# ---------------------------------------------------------------- the scripted agent
+
+
+def _turn_rng(conv: Conversation, turn: int, salt: str) -> random.Random:
+    """Randomness fixed for a whole turn (``Conversation.rng`` changes with every cycle)."""
+    first = next((m.text for m in conv.messages if m.role == "user"), "")
+    key = f"{conv.seed}|{conv.trial_id or first[:200]}|{turn}|{salt}"
+    return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+
+
+@dataclass
+class SessionChainPolicy:
+    """The scripted coding agent for this pack (see the module docstring for its true effect)."""
+
+    p_reread: float = 0.1
+    p_rediscover: float = 0.2
+    questions: tuple[str, ...] = QUESTIONS
+    name: str = "session-chain"
+
+    def reply(self, conv: Conversation) -> Reply:
+        if not tooluse.can_read(conv):
+            return Reply(text="I have no tool to read files here, so I cannot inspect the project.")
+        turn = tooluse.current_question(conv, self.questions)
+        reasoning = conv.rng("session-chain").randint(32, 160)
+        seen = tooluse.seen_lines(conv)
+        if self.questions != QUESTIONS or turn is None:
+            return self._generic(conv, seen, reasoning)
+        this_turn = tooluse.results_this_turn(conv)
+        first_cycle = not this_turn
+        # A fresh session (no earlier answer in this conversation) may distrust its summary's file paths.
+        fresh = turn > 0 and not any(m.role == "assistant" and m.text and not m.tool_calls for m in conv.messages)
+        rediscover = fresh and _turn_rng(conv, turn, "rediscover").random() < self.p_rediscover
+        prose = "" if rediscover else "\n".join(m.text for m in conv.messages if m.role in ("user", "assistant"))
+        f = facts_from(seen, prose)
+        read = tooluse.file_contents(conv)
+        resumed_later = first_cycle and not fresh and turn > 0 and f.paths.get("tokens") in read
+        if resumed_later and _turn_rng(conv, turn, "reread").random() < self.p_reread:
+            return Reply("Opening the token module again.", (tooluse.read_call(conv, f.paths["tokens"]),), reasoning)
+        calls = self._next_calls(conv, turn, f, read, this_turn)
+        if calls:
+            paths = [tooluse.requested_path(conv, c) for c in calls]
+            text = f"Reading {', '.join(p for p in paths if p)}." if all(paths) else f"Searching for {DISCOVER}."
+            return Reply(text, calls, reasoning)
+        return Reply(answer(turn, f), (), reasoning)
+
+    def _next_calls(
+        self, conv: Conversation, turn: int, f: Facts, read: dict[str, str], this_turn: list
+    ) -> tuple[ToolCall, ...]:
+        """The reads (or the search) that bring what this turn needs into view."""
+        missing = [role for role in NEEDS[turn] if f.paths.get(role) not in read]
+        known = [f.paths[role] for role in missing if role in f.paths]
+        if known:
+            return tuple(tooluse.read_call(conv, p) for p in dict.fromkeys(known))
+        if not missing:
+            return ()
+        # The needed file is not known yet: find where authentication happens, then follow the imports.
+        if "session" not in f.paths or f.paths["session"] not in read:
+            if any(tooluse.is_search(c) for c, _ in this_turn):
+                hits = [p for p, _, _ in tooluse.grep_hits(conv, this_turn) if not p.startswith("tests/")]
+                unread = [p for p in dict.fromkeys(hits) if p not in read]
+                return tuple(tooluse.read_call(conv, p) for p in unread)
+            if tooluse.can_grep(conv):
+                return (tooluse.grep_call(conv, DISCOVER),)
+        return ()
+
+    def _generic(self, conv: Conversation, seen: dict[str, dict[int, str]], reasoning: int) -> Reply:
+        """A question without a script (a user's own chain): search its words, read the top files, summarise."""
+        this_turn = tooluse.results_this_turn(conv)
+        if not this_turn and tooluse.can_grep(conv):
+            pattern = tooluse.words_pattern(conv.last_user_text())
+            return Reply(f"Searching for {pattern}.", (tooluse.grep_call(conv, pattern),), reasoning)
+        if not any(tooluse.requested_path(conv, c) for c, _ in this_turn):
+            counts: dict[str, int] = {}
+            for path, _, _ in tooluse.grep_hits(conv, this_turn):
+                counts[path] = counts.get(path, 0) + 1
+            top = sorted(counts, key=lambda p: (-counts[p], p))[:2]
+            if top:
+                return Reply("Reading the top matches.", tuple(tooluse.read_call(conv, p) for p in top), reasoning)
+        return Reply(tooluse.definitions_answer(seen), (), reasoning)
+
+
+# ---------------------------------------------------------------- the pack
+
+
+@dataclass
+class SessionChainPack:
+    """The pack object the run stage uses (see the module docstring)."""
+
+    seed: int = 0
+    preset: str = "small"
+    p_reread: float = 0.1
+    p_rediscover: float = 0.2
+    repo: str | None = None
+    globs: list[str] = field(default_factory=list)
+    questions: str | None = None  # a `||`-separated chain replacing T1-T5
+    name: str = "session-chain"
+
+    def __post_init__(self) -> None:
+        self._repo = userrepo.optional(self.repo, self.globs)
+        if self.preset not in PRESETS:
+            raise ParamError("task_options.preset", f"got {self.preset!r}", sorted(PRESETS))
+        self.prompts()  # a malformed `questions` chain fails here, when the batch is configured
+
+    @property
+    def true_effect(self) -> str:
+        return (
+            "builtin carries the transcript and reads each file once (re-reads the token module with "
+            f"p={self.p_reread} per later turn); with_session re-reads what each turn needs (searching from "
+            f"scratch with p={self.p_rediscover}); answers identical; total tokens builtin/with_session ~2.2x "
+            "(preset large), ~1.5x (small)"
+        )
+
+    def arms(self) -> dict[str, Arm]:
+        return {
+            "builtin": Arm("builtin", session="resume", description="native resume: the whole transcript is carried"),
+            "with_session": Arm(
+                "with_session", session="fresh", description="each turn a fresh session with a compact summary"
+            ),
+        }
+
+    def prompts(self) -> list[str]:
+        if self.questions is None:
+            return list(QUESTIONS)
+        turns = [q.strip() for q in self.questions.split("||")]
+        if not all(turns):
+            raise ParamError("task_options.questions", "an empty turn in the `||` chain", "'q1||q2||q3'")
+        return turns
+
+    def prompts_for(self, run: int) -> list[str]:
+        """Every run asks the same chain."""
+        return self.prompts()
+
+    def grade_for(self, run: int, answer: str) -> Grade:
+        return self.grade(answer)
+
+    def fixture(self) -> Fixture:
+        return generate(self.seed, self.preset)
+
+    def prepare(self, workdir: Path) -> None:
+        if self._repo is not None:
+            self._repo.copy_into(workdir)
+            return
+        for rel, text in self.fixture().files.items():
+            path = workdir / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+
+    def policy(self) -> SessionChainPolicy:
+        return SessionChainPolicy(self.p_reread, self.p_rediscover, tuple(self.prompts()))
+
+    def grade(self, answer: str) -> Grade:
+        """The final answer (T5, the test plan) against the generated truth; ``grade_turns`` grades every turn."""
+        if self._repo is not None:
+            return userrepo.NO_TRUTH
+        if self.questions is not None:
+            return Grade(None, "no ground truth for custom questions")
+        return grade_turn(len(QUESTIONS) - 1, answer, self.fixture().truth)
+
+    def grade_turns(self, answers: list[str]) -> Grade:
+        if self._repo is not None:
+            return userrepo.NO_TRUTH
+        if self.questions is not None:
+            return Grade(None, "no ground truth for custom questions")
+        return grade_turns(answers, self.fixture().truth)
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "task": self.name,
+            "seed": self.seed,
+            "preset": self.preset,
+            "p_reread": self.p_reread,
+            "p_rediscover": self.p_rediscover,
+            "turns": len(self.prompts()),
+            "true_effect": self.true_effect,
+        }
+        if self._repo is not None:
+            return {**out, **self._repo.describe()}
+        digest = hashlib.sha256("".join(f"{k}\0{v}" for k, v in sorted(self.fixture().files.items())).encode())
+        return {**out, "fixture_sha256": digest.hexdigest()}
