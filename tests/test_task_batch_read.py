@@ -150,5 +150,8 @@ def test_policy_gives_up_when_the_manifest_cannot_be_read():
             assert "could not read MANIFEST.txt" in reply.text and cycle == 2
             return
         call = reply.tool_calls[0].__class__(reply.tool_calls[0].name, reply.tool_calls[0].arguments, f"c{cycle}")
-        messages += [Message("assistant", "", (call,)), Message("tool", "error: no such file", tool_call_id=f"c{cycle}", is_error=True)]  # noqa: E501
+        messages += [
+            Message("assistant", "", (call,)),
+            Message("tool", "error: no such file", tool_call_id=f"c{cycle}", is_error=True),
+        ]
     raise AssertionError("policy kept retrying a failing read")
