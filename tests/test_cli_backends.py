@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from kit import run, tasks, transcripts
-from kit.agents import claude, cli_common, codex, mcp_cache_bust
+from kit.agents import claude, cli_common, codex, mcp_cache_bust, sessions
 from kit.agents.base import TrialSpec
 from kit.design import Arm
 from kit.layout import BatchDir
@@ -366,7 +366,8 @@ def test_codex_placements_map_to_the_documented_settings(tmp_path):
     assert _value(args, "model_reasoning_effort") == '"xhigh"' and _value(args, "mcp_servers") == "{}"
     assert _value(args, "project_root_markers") == "[]" and _value(args, "features.memories") == "false"
     prefixed = _spec(tmp_path, arm=Arm("a", "PRE", "user_prefix"))
-    assert cli_common.prompt_text(prefixed, 0) == "PRE\n\nfirst" and cli_common.prompt_text(prefixed, 1) == "second"
+    assert sessions.turn_prompt(prefixed, 0, []) == "PRE\n\nfirst"
+    assert sessions.turn_prompt(prefixed, 1, ["a"]) == "second"
 
 
 def test_claude_placements_ttl_and_claude_md_excludes(tmp_path):

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from kit import design
-from kit.agents import sdk
+from kit.agents import sdk, sessions
 from kit.agents.base import TrialSpec
 from kit.design import Arm, ParamError
 from kit.provider import Reply, ToolCall, serve
@@ -88,7 +88,7 @@ def test_fresh_starts_each_turn_anew_with_a_summary(backend, repo, tmp_path):
     first_of_3 = policy.seen[4]
     assert [m.role for m in first_of_3.messages] == ["user"]  # nothing of sessions 1-2 but the summary
     text = first_of_3.messages[0].text
-    assert text.startswith(sdk.SUMMARY_HEADER)
+    assert text.startswith(sessions.SUMMARY_HEADER)
     assert "Turn 1 question: QUESTION 1" in text and "Turn 1 answer: ANSWER 1: content number 1" in text
     assert "Turn 2 answer: ANSWER 2: content number 2" in text
     assert text.endswith("New question:\n" + PROMPTS[2])
@@ -123,13 +123,13 @@ def test_user_prefix_and_agents_file_open_every_session(backend, session, repo, 
 def test_session_summary_is_bounded_and_keeps_every_turn():
     questions = [f"question {i} " + "q" * 500 for i in range(4)]
     answers = [f"answer {i} " + "a" * 10_000 for i in range(4)]
-    summary = sdk.session_summary(questions, answers, limit=1500)
+    summary = sessions.session_summary(questions, answers, limit=1500)
     assert len(summary) <= 1500
     assert all(f"Turn {i + 1} answer: answer {i}" in summary for i in range(4))
-    short = sdk.session_summary(["Q?"], ["A short\n  answer."])
-    assert short == f"{sdk.SUMMARY_HEADER}\n\nTurn 1 question: Q?\nTurn 1 answer: A short answer."
+    short = sessions.session_summary(["Q?"], ["A short\n  answer."])
+    assert short == f"{sessions.SUMMARY_HEADER}\n\nTurn 1 question: Q?\nTurn 1 answer: A short answer."
     with pytest.raises(ValueError, match="too small"):
-        sdk.session_summary(questions * 10, answers * 10, limit=1000)
+        sessions.session_summary(questions * 10, answers * 10, limit=1000)
 
 
 def test_summary_chars_option_is_checked_before_any_request(repo, tmp_path):

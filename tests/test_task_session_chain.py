@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kit import design
-from kit.agents import sdk
+from kit.agents import sdk, sessions
 from kit.agents.base import TrialSpec
 from kit.agents.filetools import FileTools
 from kit.design import ParamError
@@ -155,7 +155,7 @@ def _chain(policy, kind, root, session, trial="t1"):
     messages, answers, calls_made, cycles = [], [], [], 0
     for turn, question in enumerate(sc.QUESTIONS):
         if session == "fresh" and turn:
-            summary = sdk.session_summary(sc.QUESTIONS[:turn], answers)
+            summary = sessions.session_summary(sc.QUESTIONS[:turn], answers)
             messages = [Message("user", f"{summary}\n\nNew question:\n{question}")]
         else:
             messages.append(Message("user", question))

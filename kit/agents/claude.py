@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from kit.agents import cli_common as cli
-from kit.agents import mcp_cache_bust
+from kit.agents import mcp_cache_bust, sessions
 from kit.agents.base import TrialOutcome, TrialSpec
 
 NAME = "claude"
@@ -136,13 +136,13 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
     home = cli.trial_home(spec, NAME)
     stdout, stderr = spec.out_dir / STDOUT, spec.out_dir / STDERR
     runs: list[cli.Completed] = []
-    sessions: list[str] = []
+    session_ids: list[str] = []
     try:
         shared, kit_env = options(spec, home)
         env = cli.child_env(spec, kit_env)
         for turn in range(len(spec.prompts)):
-            resume = ["--resume", sessions[-1]] if sessions and spec.arm.session == "resume" else []
-            argv = [binary, *shared, *resume, "--", cli.prompt_text(spec, turn)]
+            resume = ["--resume", session_ids[-1]] if session_ids and spec.arm.session == "resume" else []
+            argv = [binary, *shared, *resume, "--", sessions.turn_prompt(spec, turn, outcome.answers)]
             seen = len(cli.read_jsonl(stdout))
             run = cli.run_process(
                 argv,
@@ -156,8 +156,8 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
             runs.append(run)
             events = cli.read_jsonl(stdout)[seen:]
             session = next((e.get("session_id") for e in events if e.get("session_id")), None)
-            if session and session not in sessions:
-                sessions.append(session)
+            if session and session not in session_ids:
+                session_ids.append(session)
             failure = run.failure("claude") or _turn_failure(events)
             if failure:
                 outcome.status, outcome.reason = "failed", f"turn {turn + 1}: {failure}"
@@ -165,7 +165,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
             outcome.turns = turn + 1
             outcome.answers.append(next(e.get("result") or "" for e in reversed(events) if e.get("type") == "result"))
     finally:
-        outcome.transcripts = _copy(home, sessions, spec.out_dir)
+        outcome.transcripts = _copy(home, session_ids, spec.out_dir)
         outcome.cycles = _cycles(spec.out_dir, outcome.transcripts)
         outcome.command = runs[0].command if runs else []
         cli.write_runs(spec.out_dir, runs)

@@ -227,14 +227,6 @@ def remove_home(spec: TrialSpec, home: Path) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def prompt_text(spec: TrialSpec, turn: int) -> str:
-    """The user prompt of ``turn`` (0-based); a ``user_prefix`` arm's instruction leads the first one."""
-    text = spec.prompts[turn]
-    if turn == 0 and spec.arm.instruction and spec.arm.placement == "user_prefix":
-        return f"{spec.arm.instruction}\n\n{text}"
-    return text
-
-
 def effort(spec: TrialSpec) -> str | None:
     value = spec.effort or spec.options.get("effort")
     return str(value) if value else None

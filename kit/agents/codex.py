@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from kit.agents import cli_common as cli
-from kit.agents import mcp_cache_bust
+from kit.agents import mcp_cache_bust, sessions
 from kit.agents.base import TrialOutcome, TrialSpec
 
 NAME = "codex"
@@ -150,7 +150,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
         env = cli.child_env(spec, kit_env)
         for turn in range(len(spec.prompts)):
             resume = ["resume", thread_id] if thread_id and spec.arm.session == "resume" else []
-            argv = [binary, "exec", *options, *resume, "--", cli.prompt_text(spec, turn)]
+            argv = [binary, "exec", *options, *resume, "--", sessions.turn_prompt(spec, turn, outcome.answers)]
             seen = len(cli.read_jsonl(stdout))
             run = cli.run_process(
                 argv,

@@ -23,15 +23,11 @@ from typing import Any
 import anthropic
 import openai
 
+from kit.agents import sessions
 from kit.agents.base import JsonlWriter, TrialOutcome, TrialSpec
 from kit.agents.filetools import EXTRA_SPECS, SPECS, FileTools, ToolError
 
 CACHE_BUST_RESULT = json.dumps({"success": True})
-SUMMARY_CHARS = 4000  # bound of a fresh session's summary of earlier turns (backend_options: summary_chars)
-SUMMARY_HEADER = (
-    "Summary of the earlier turns of this task. This is a new session: their tool output is not in context, "
-    "only these questions and final answers (clipped)."
-)
 
 
 def _system_text(spec: TrialSpec) -> str:
@@ -48,48 +44,6 @@ def _context_text(spec: TrialSpec) -> str | None:
     if spec.arm.instruction and spec.arm.placement == "developer_instructions":
         return spec.arm.instruction
     return None
-
-
-def _user_text(spec: TrialSpec, turn: int, answers: list[str]) -> str:
-    """The user message of ``turn``; a fresh session's first message also carries the summary and prefix."""
-    text = spec.prompts[turn]
-    starts_session = turn == 0 or spec.arm.session == "fresh"
-    if turn > 0 and spec.arm.session == "fresh":
-        text = f"{session_summary(spec.prompts[:turn], answers, _summary_chars(spec))}\n\nNew question:\n{text}"
-    if starts_session and spec.arm.instruction and spec.arm.placement == "user_prefix":
-        text = f"{spec.arm.instruction}\n\n{text}"
-    return text
-
-
-def session_summary(questions: list[str] | tuple[str, ...], answers: list[str], limit: int = SUMMARY_CHARS) -> str:
-    """Earlier turns as a fresh session sees them: every question and final answer, clipped to fit ``limit``.
-
-    Each turn gets an equal share of the bound (a question at most a third of it), so the summary never
-    exceeds ``limit`` characters however long the answers were, and no turn is dropped.
-    """
-    pairs = list(zip(questions, answers, strict=False))
-    if not pairs:
-        return ""
-    share = (limit - len(SUMMARY_HEADER)) // len(pairs) - 40  # 40: the "Turn N question/answer:" labels
-    if share < 60:
-        raise ValueError(f"summary_chars={limit} is too small for {len(pairs)} earlier turns")
-    entries = []
-    for i, (question, answer) in enumerate(pairs, 1):
-        q = _clip(question, share // 3)
-        entries.append(f"Turn {i} question: {q}\nTurn {i} answer: {_clip(answer, share - len(q))}")
-    return "\n\n".join([SUMMARY_HEADER, *entries])
-
-
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
-
-
-def _summary_chars(spec: TrialSpec) -> int:
-    value = spec.options.get("summary_chars", SUMMARY_CHARS)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 400:
-        raise ValueError(f"backend_options.summary_chars: expected an integer >= 400, got {value!r}")
-    return value
 
 
 def _tool_specs(spec: TrialSpec) -> list[dict]:
@@ -241,7 +195,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
     """
     files = FileTools(spec.workdir, spec.arm.tools)  # refuses an unknown extra tool before any request
     if spec.arm.session == "fresh" and len(spec.prompts) > 1:
-        _summary_chars(spec)
+        sessions.summary_chars(spec)
     outcome = TrialOutcome(status="ok", versions={"openai": openai.__version__, "anthropic": anthropic.__version__})
     record_path = spec.out_dir / "sdk_responses.jsonl"
     outcome.transcripts.append(record_path.name)
@@ -253,7 +207,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
             if turn > 0 and spec.arm.session == "fresh":
                 adapter.start_session()
                 session += 1
-            adapter.add_user(_user_text(spec, turn, answers))
+            adapter.add_user(sessions.turn_prompt(spec, turn, answers))
             outcome.turns = turn + 1
             while True:
                 if outcome.cycles >= spec.max_cycles:
