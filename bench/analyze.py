@@ -1,4 +1,4 @@
-"""Timings of the analysis stage: how long the bootstrap intervals take at realistic and large sizes.
+"""Timings of the analysis stage: bootstrap intervals, the warmth sweep and the occupancy pass.
 
 Run: ``.venv/bin/python bench/analyze.py [--repeat N]``. Each case builds its input once, then times
 the call (best of N, wall clock). Add a case by appending a :class:`Case` to ``CASES``.
@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from cache_engine import synthetic_batch  # bench/cache_engine.py: ~5M recorded prompt tokens, 2 arms x 10 trials
 
-from kit import stats
+from kit import cachemodel, occupancy, stats
 
 
 @dataclass(frozen=True)
@@ -47,13 +48,57 @@ def paired_trials(batches: int, runs: int, seed: int = 0) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _ratio(paired: bool | None = None) -> Callable[[object], object]:
-    return lambda trials: stats.ratio(trials, "total_tokens", "batching", "placebo", n_resamples=10_000, paired=paired)
+def occupancy_tables(trials: int, requests_per_trial: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Sessions whose every request carries three tool results (read, grep, other) and grows by their tokens."""
+    rng = np.random.default_rng(seed)
+    chars = rng.integers(200, 6000, size=(trials, requests_per_trial, 3))
+    growth = chars.sum(axis=2) / 2.6 + 120  # 2.6 chars/token, plus the previous response's output
+    growth[:, 0] = 20_000  # the first request: system prompt, tools, question
+    requests = pd.DataFrame(
+        {
+            "batch": "b0",
+            "arm": np.repeat(np.where(np.arange(trials) % 2, "placebo", "batching"), requests_per_trial),
+            "trial_id": np.repeat([f"t{i:04d}" for i in range(trials)], requests_per_trial),
+            "cycle": np.tile(np.arange(requests_per_trial), trials),
+            "input_tokens": growth.cumsum(axis=1).round().astype(np.int64).ravel(),
+            "output_tokens": 160,
+            "reasoning_tokens": 40,
+        }
+    )
+    t, c, k = np.meshgrid(np.arange(trials), np.arange(requests_per_trial), np.arange(3), indexing="ij")
+    results = pd.DataFrame(
+        {
+            "batch": "b0",
+            "trial_id": [f"t{i:04d}" for i in t.ravel()],
+            "cycle": c.ravel(),
+            "category": np.array(["read", "grep", "other"])[k.ravel()],
+            "chars": chars.ravel(),
+        }
+    )
+    return requests, results[results["cycle"] > 0]
 
 
+def _ratio(paired: bool | None = None, method: str = "BCa") -> Callable[[object], object]:
+    return lambda trials: stats.ratio(
+        trials, "total_tokens", "batching", "placebo", n_resamples=10_000, paired=paired, method=method
+    )
+
+
+BOOT_T = "bootstrap-t"
 CASES = [
+    Case(
+        "ratio: paired bootstrap-t (default), 1 batch x 1,000 runs, 10,000 resamples",
+        lambda: paired_trials(1, 1000),
+        _ratio(method=BOOT_T),
+        2.0,
+    ),
     Case("ratio: paired BCa, 1 batch x 1,000 runs, 10,000 resamples", lambda: paired_trials(1, 1000), _ratio(), 2.0),
     Case("ratio: unpaired BCa, 1 batch x 1,000 runs, 10,000 resamples", lambda: paired_trials(1, 1000), _ratio(False)),
+    Case(
+        "ratio: paired bootstrap-t (default), 1 batch x 5 runs, 10,000 resamples",
+        lambda: paired_trials(1, 5),
+        _ratio(method=BOOT_T),
+    ),
     Case("ratio: paired BCa, 1 batch x 5 runs, 10,000 resamples", lambda: paired_trials(1, 5), _ratio()),
     Case("ratio: two-level paired, 3 batches x 5 runs, 10,000 resamples", lambda: paired_trials(3, 5), _ratio()),
     Case("ratio: two-level paired, 10 batches x 100 runs, 10,000 resamples", lambda: paired_trials(10, 100), _ratio()),
@@ -61,6 +106,18 @@ CASES = [
         "ratio: two-level unpaired, 10 batches x 100 runs, 10,000 resamples",
         lambda: paired_trials(10, 100),
         _ratio(False),
+    ),
+    Case(
+        "warmth sweep: 21 levels, ~5M recorded prompt tokens (bench/cache_engine.py batch)",
+        synthetic_batch,
+        lambda batch: cachemodel.warmth_sweep(batch, ("builtin", "with_session"), levels=21, seed=0),
+        10.0,
+    ),
+    Case(
+        "occupancy: 1,000 requests (50 trials x 20), 2,850 tool results",
+        lambda: occupancy_tables(50, 20),
+        lambda tables: occupancy.occupancy(*tables),
+        1.0,
     ),
 ]
 

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pandas as pd
 
-from kit import cachemodel, metrics, pricing, stats
+from kit import cachemodel, metrics, occupancy, pricing, stats
 from kit.layout import BatchDir, write_json, write_table
 
 RATIO_METRICS = ["total_tokens", "uncached_input_tokens", "structural_uncached", "cycles", "output_tokens"]
@@ -24,7 +24,7 @@ PRICED = ["cost_usd", "credits"]
 
 def load(batch_dirs: list[Path]) -> dict[str, Any]:
     """Tables and manifests of every batch, concatenated."""
-    trials, requests, segments, manifests = [], [], [], []
+    trials, requests, segments, tools, events, manifests = [], [], [], [], [], []
     for path in batch_dirs:
         bd = BatchDir(Path(path))
         if not (bd.tables / "trials.parquet").exists():
@@ -32,11 +32,16 @@ def load(batch_dirs: list[Path]) -> dict[str, Any]:
         trials.append(pd.read_parquet(bd.tables / "trials.parquet"))
         requests.append(pd.read_parquet(bd.tables / "requests.parquet"))
         segments.append(pd.read_parquet(bd.tables / "segments.parquet"))
+        tools.append(pd.read_parquet(bd.tables / "tool_results.parquet"))
+        if (bd.tables / "events.parquet").exists():
+            events.append(pd.read_parquet(bd.tables / "events.parquet"))
         manifests.append(bd.read_manifest())
     return {
         "trials": pd.concat(trials, ignore_index=True),
         "requests": pd.concat(requests, ignore_index=True),
         "segments": pd.concat(segments, ignore_index=True),
+        "tool_results": pd.concat(tools, ignore_index=True),
+        "events": pd.concat(events, ignore_index=True) if events else None,
         "manifests": manifests,
     }
 
@@ -160,8 +165,13 @@ def analyze_batches(
     warmth = cachemodel.warmth_sweep(
         sweep, (others[0], baseline), levels=warmth_levels, profile=design["profile"] or "openai-implicit", seed=seed
     )
+    per_trial_occupancy = occupancy.occupancy(
+        data["requests"], data["tool_results"], events=data["events"], window_tokens=window_tokens
+    )
     result = {
         "design": design,
+        "occupancy": occupancy.summary(per_trial_occupancy),
+        "occupancy_trials": per_trial_occupancy,
         "trials": trials,
         "ratios": ratios,
         "arms": metrics.arm_summary(trials, metrics_used, confidence=confidence, seed=seed, n_resamples=n_resamples),
@@ -172,7 +182,7 @@ def analyze_batches(
         "window_tokens": window_tokens,
     }
     folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
-    for name in ("trials", "ratios", "arms", "headline", "warmth", "observed"):
+    for name in ("trials", "ratios", "arms", "headline", "warmth", "observed", "occupancy", "occupancy_trials"):
         write_table(folder / f"{name}.csv", result[name])
     write_json(folder / "design.json", {**design, "warnings": result["warnings"], "baseline": baseline})
     return result

@@ -24,6 +24,7 @@ META_COLUMNS = [
     "backend", "model", "isolation", "control", "started_at", "wall_s", "simulated",
 ]  # fmt: skip
 SEGMENT_COLUMNS = ["batch", "arm", "run", "trial_id", "cycle", "t", "input_tokens", "segments_json"]
+EVENT_COLUMNS = ["batch", "arm", "trial_id", "cycle", "kind", "source_path", "source_line", "detail"]
 
 
 def trial_meta(bd: BatchDir) -> pd.DataFrame:
@@ -52,10 +53,10 @@ def _sources(tdir: Path, meta: dict) -> tuple[list[Path], Path | None]:
 
 
 def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame]:
-    """Read every trial; write and return requests, trials, tool_results, parse_issues, segments."""
+    """Read every trial; write and return requests, trials, tool_results, parse_issues, segments, events."""
     bd = BatchDir(Path(batch_dir))
     meta_df = trial_meta(bd)
-    requests, tools, issues, segments = [], [], [], []
+    requests, tools, issues, segments, events = [], [], [], [], []
     for tdir in bd.trial_dirs():
         meta = orjson.loads((tdir / "meta.json").read_bytes())
         ident = {k: meta[k] for k in ("batch", "arm", "run", "trial_id")}
@@ -65,6 +66,7 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
             continue
         rows = transcripts.read(primary, strict=strict)
         issues += rows.attrs.get("issues", [])
+        events += [_event(e, ident) for e in rows.attrs.get("events", [])]
         requests.append(rows.assign(**ident, backend=meta["backend"]))
         # the provider sees every tool result the client sends back; SDK response records do not
         tools.append(transcripts.tool_results([log] if log is not None else primary).assign(**ident))
@@ -84,10 +86,26 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
         ),
         "parse_issues": pd.DataFrame(issues, columns=ISSUE_COLUMNS).astype({"source_line": "Int64"}),
         "segments": pd.DataFrame(segments, columns=SEGMENT_COLUMNS),
+        "events": pd.DataFrame(events, columns=EVENT_COLUMNS).astype({"cycle": "Int64", "source_line": "Int64"}),
     }
     for name, df in tables.items():
         write_table(bd.tables / f"{name}.parquet", df)
     return tables
+
+
+def _event(event: dict, ident: dict) -> dict:
+    """A transcript event (compaction, system event, API error …) kept for the occupancy analysis."""
+    detail = event.get("detail")
+    return {
+        "batch": ident["batch"],
+        "arm": ident["arm"],
+        "trial_id": ident["trial_id"],
+        "cycle": event.get("cycle"),
+        "kind": event.get("kind"),
+        "source_path": event.get("source_path"),
+        "source_line": event.get("source_line"),
+        "detail": detail if isinstance(detail, str) or detail is None else orjson.dumps(detail).decode(),
+    }
 
 
 def _segments(log: Path, ident: dict) -> list[dict]:

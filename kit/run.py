@@ -113,7 +113,7 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
     slots = [Slot(**s) for s in manifest["schedule"]]
     todo = [s for s in slots if _needs_run(bd, s, cfg.params["retry_failed"])]
     workdirs = _prepare_workdirs(cfg, bd)
-    with _provider(cfg, bd) as (base_url, log_path):
+    with _provider(cfg, bd, manifest["salt"]) as (base_url, log_path):
         counters = {"failed": 0, "tokens": 0}
         bar = tqdm(
             total=len(slots),
@@ -227,7 +227,7 @@ def _prepare_workdirs(cfg: RunConfig, bd: BatchDir) -> dict[str, Path]:
 
 
 @contextlib.contextmanager
-def _provider(cfg: RunConfig, bd: BatchDir) -> Iterator[tuple[str, Path | None]]:
+def _provider(cfg: RunConfig, bd: BatchDir, salt: str) -> Iterator[tuple[str, Path | None]]:
     p = cfg.params
     if p["endpoint"] == "real":
         yield REAL[p["backend"]][0], None
@@ -237,9 +237,19 @@ def _provider(cfg: RunConfig, bd: BatchDir) -> Iterator[tuple[str, Path | None]]
     log_path = bd.raw / "_provider" / "requests.jsonl"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with serve(
-        profile=p["profile"], policy=cfg.pack.policy(), seed=p["seed"], log_path=log_path, survival=p["survival"]
+        profile=p["profile"],
+        policy=cfg.pack.policy(),
+        seed=policy_seed(p["seed"], salt),
+        log_path=log_path,
+        survival=p["survival"],
     ) as srv:
         yield srv.base_url, log_path
+
+
+def policy_seed(seed: int, salt: str) -> int:
+    """The scripted model's seed: the user's seed and the batch salt, so two batches with the same
+    ``seed`` are independent replications (seed 000 asks for >= 3 batches) yet each is reproducible."""
+    return int.from_bytes(hashlib.sha256(f"{seed}|{salt}".encode()).digest()[:8], "big")
 
 
 def _api_key(cfg: RunConfig) -> str:

@@ -8,10 +8,14 @@ Uncached tokens ride the provider's cache, so their rows always carry the observ
 claim that depends on the cache needs >= 3 batches plus a non-isolated control
 (:func:`warmth_invariance`).
 
-Intervals: inside one interleaved batch, trials are paired by run and resampled together
-(``scipy.stats.bootstrap``, BCa). Across batches, a two-level bootstrap resamples batches, then runs
-within each chosen batch (numpy, percentile interval; scipy has no nested bootstrap). Every interval
-is seeded and reproducible; degenerate data give the estimate with NaN bounds and a note, not a crash.
+Intervals: inside one interleaved batch, trials are paired by run and resampled together. The default
+is the studentized bootstrap (bootstrap-t) of the log ratio: in the known-truth study
+(``studies/known_truth.md``, 1,000 batches of 5 runs per arm) scipy's BCa interval held the true ratio
+in 83% of batches, bootstrap-t in 94.6%, at about twice the width; BCa, percentile and basic
+(``scipy.stats.bootstrap``) remain available through ``method``. Across batches, a two-level bootstrap
+resamples batches, then runs within each chosen batch (numpy, percentile interval; scipy has no nested
+bootstrap). Every interval is seeded and reproducible; degenerate data give the estimate with NaN
+bounds and a note, not a crash.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ MIN_BATCHES_FOR_CACHE_CLAIM = 3
 DIFFERENCE_METRICS = frozenset({"grade"})  # bounded scores compare by difference, token counts by ratio
 HEADLINE_METRICS = ("total_tokens", "uncached_input_tokens")
 _CELLS_PER_CHUNK = 2_000_000  # bounds the memory of one vectorised resampling step (~16 MB of float64)
+DEFAULT_METHOD = "bootstrap-t"
+METHODS = ("bootstrap-t", "BCa", "percentile", "basic")  # the last three are scipy.stats.bootstrap's
+# A resample's standard error is floored at this share of the sample's (see _studentized).
+SE_FLOOR = 0.2
 
 Statistic = Callable[..., np.ndarray]
 
@@ -106,6 +114,70 @@ def _interval_scipy(
     if np.ptp(res.bootstrap_distribution) == 0 or not (np.isfinite(lo) and np.isfinite(hi)):
         return float("nan"), float("nan")
     return lo, hi
+
+
+def _estimate_and_se(a: np.ndarray, b: np.ndarray, *, paired: bool, log_ratio: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The statistic (log of the ratio of means, or difference of means) and its standard error, along the last axis.
+
+    The log ratio's standard error is the delta method's: per run, ``a_i/mean(a) - b_i/mean(b)`` when paired
+    (so the covariance of the two arms counts), each arm's relative variance otherwise.
+    """
+    ma, mb = a.mean(axis=-1), b.mean(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if log_ratio:
+            theta = np.log(ma) - np.log(mb)
+            ua, ub = a / ma[..., None], b / mb[..., None]
+        else:
+            theta = ma - mb
+            ua, ub = a, b
+        if paired:
+            se = np.std(ua - ub, axis=-1, ddof=1) / np.sqrt(a.shape[-1])
+        else:
+            se = np.sqrt(np.var(ua, axis=-1, ddof=1) / a.shape[-1] + np.var(ub, axis=-1, ddof=1) / b.shape[-1])
+    return theta, se
+
+
+def _studentized(
+    samples: tuple[np.ndarray, np.ndarray],
+    *,
+    paired: bool,
+    log_ratio: bool,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+) -> tuple[float, float]:
+    """Bootstrap-t interval of mean(a)/mean(b) (on the log scale) or of mean(a) - mean(b).
+
+    Each resample's statistic is studentized by its own standard error, so the interval follows the way
+    the spread grows with the estimate (skewed token counts: a batch whose placebo runs happened to be
+    short has both a high ratio and a small spread, which percentile and BCa intervals take at face
+    value). A resample built from a couple of near-identical runs has a standard error near zero and a
+    meaningless, huge t; such standard errors are floored at ``SE_FLOOR`` times the sample's, which kept
+    every bound finite in the known-truth study and moved coverage by under a point at 5 runs or more.
+    NaN bounds when the sample's own standard error is zero or not finite (nothing to studentize by).
+    """
+    a, b = samples
+    theta, se = (float(v) for v in _estimate_and_se(a, b, paired=paired, log_ratio=log_ratio))
+    nan = float("nan")
+    if not (np.isfinite(theta) and np.isfinite(se)) or se == 0:
+        return nan, nan
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CELLS_PER_CHUNK // max(len(a), len(b)))
+    t_values = []
+    for start in range(0, n_resamples, chunk):
+        r = min(chunk, n_resamples - start)
+        ia = rng.integers(0, len(a), size=(r, len(a)))
+        ib = ia if paired else rng.integers(0, len(b), size=(r, len(b)))
+        th, s = _estimate_and_se(a[ia], b[ib], paired=paired, log_ratio=log_ratio)
+        with np.errstate(invalid="ignore"):
+            t = (th - theta) / np.maximum(s, SE_FLOOR * se)
+        t_values.append(t[np.isfinite(t)])
+    t_all = np.concatenate(t_values)
+    if len(t_all) == 0 or np.ptp(t_all) == 0:
+        return nan, nan
+    t_low, t_high = np.quantile(t_all, [(1 - confidence) / 2, (1 + confidence) / 2])
+    lo, hi = theta - t_high * se, theta - t_low * se
+    return (float(np.exp(lo)), float(np.exp(hi))) if log_ratio else (lo, hi)
 
 
 def two_level_means(
@@ -225,16 +297,20 @@ def ratio(
     seed: int = 0,
     allow_stitch: bool = False,
     paired: bool | None = None,
-    method: str = "BCa",
+    method: str = DEFAULT_METHOD,
 ) -> dict:
     """Compare arm ``a`` with baseline ``b`` on ``metric``: mean(a) / mean(b) (a difference for grades).
 
     Only batches that ran both arms count; arms that never shared a batch raise :class:`StitchError`
     (``allow_stitch=True`` computes an unpaired interval labelled "cross-run stitch"). ``paired=None``
     pairs by (batch, run) when every run appears once in each arm; ``paired=True`` insists on it.
+    ``method`` picks the one-batch interval (``METHODS``; default bootstrap-t, the one whose coverage the
+    known-truth study found honest at 5 runs per arm); across batches the interval is two-level percentile.
     Returns one ``analysis/ratios.csv`` row as a dict.
     """
     require_columns(trials, ["batch", "arm", "run", metric], "ratio()")
+    if method not in METHODS:
+        raise ValueError(f"ratio(): method {method!r}; accepted: {', '.join(METHODS)}")
     for name in (a, b):
         if not (trials["arm"] == name).any():
             raise ValueError(
@@ -308,11 +384,17 @@ def ratio(
             combined = reps_a - reps_b if kind_is_difference else reps_a / reps_b
         lower, upper = _percentile(combined, confidence)
         how = f"two-level {pairing} percentile bootstrap (batches, then runs)"
+    elif method == "bootstrap-t" and not kind_is_difference and (va.mean() <= 0 or vb.mean() <= 0):
+        notes.append(f"bootstrap-t of the log ratio needs positive means of {metric}: no interval")
     else:
         samples = _paired_arrays(fa, fb, metric) if use_paired else (va, vb)
-        opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed, "method": method}
-        lower, upper = _interval_scipy(samples, statistic, paired=use_paired, **opts)
-        how = f"{pairing} {method} bootstrap"
+        opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
+        if method == "bootstrap-t":
+            lower, upper = _studentized(samples, paired=use_paired, log_ratio=not kind_is_difference, **opts)
+            how = f"{pairing} bootstrap-t" + ("" if kind_is_difference else " (log ratio)")
+        else:
+            lower, upper = _interval_scipy(samples, statistic, paired=use_paired, method=method, **opts)
+            how = f"{pairing} {method} bootstrap"
     if how and not np.isfinite(lower):
         notes.append("degenerate bootstrap distribution: no interval")
 

@@ -120,8 +120,8 @@ def test_pairing_narrows_the_interval():
     unpaired = stats.ratio(trials, "total_tokens", "a", "b", paired=False)
     assert paired["paired"] and not unpaired["paired"]
     assert paired["estimate"] == unpaired["estimate"]
-    assert paired["method"] == "paired BCa bootstrap"
-    assert unpaired["method"] == "unpaired BCa bootstrap"
+    assert paired["method"] == "paired bootstrap-t (log ratio)"  # the default: honest coverage at small n
+    assert unpaired["method"] == "unpaired bootstrap-t (log ratio)"
     assert (paired["upper"] - paired["lower"]) < 0.3 * (unpaired["upper"] - unpaired["lower"])
 
 

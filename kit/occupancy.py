@@ -1,0 +1,409 @@
+"""Residual context occupancy (seed 004): how much of the window tool output still fills when a session ends.
+
+A single answer's cost is a flow; occupancy is a stock that every later turn pays for, so a tool can be
+cheap per call and still crowd the window. The method is measured, not estimated. Each request's
+``input_tokens`` is its whole prompt (the canonical row already holds cache reads and writes), so the
+growth from one request to the next is exactly what was appended in between: the previous response's
+output, the tool results and any user text. Those parts are known in characters (tool results, and
+the response's output where a reader supplies ``output_chars``) or in tokens (the response's visible
+output, ``output_tokens - reasoning_tokens``, where no characters are known), so:
+
+1. Characters per token are calibrated per trial on the gaps that are >= 80% tool result (seed 004:
+   calibrating on every gap hands a short result a whole gap whose assistant text went unrecorded).
+   A gap's ratio is its characters over its tokens not already known; the lower median is taken, ratios
+   above 1.5 times it are dropped (shedding inflates the apparent density), and the ratio is pooled
+   over the rest. No such gap: every growing gap pooled; none at all: 3.0 chars/token, flagged.
+2. The error bar is the median relative error over the gaps that are >= 95% one tool result, where the
+   growth is that result's token count.
+3. Every tool result is priced at the ratio and queued in order. A ``compact_boundary`` event clears
+   the queue; a growth smaller than expected by more than max(200 tokens, 5%) is shedding without an
+   event (micro-compaction) and evicts the oldest results first, partly if need be. Below that
+   tolerance a shortfall is attribution noise.
+
+What stays queued is the residual per category; ``base`` (prompt, prose, summaries) is the final
+context minus the resident tool tokens, and ``fixed base`` the first request's context (system, tool
+schemas and the question, before any tool answered). Subagents have their own window: drop their rows
+(Claude's ``attrs["sidechain_ids"]``, or a ``sidechain`` column) before calling :func:`occupancy`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from kit.stats import require_columns
+
+WINDOW_TOKENS = 200_000
+CLEAN_SHARE = 0.80  # a gap this much tool result calibrates chars/token
+SINGLE_SHARE = 0.95  # a gap this much one result measures the attribution error
+MIN_GAP_CHARS = 500  # shorter gaps are too small to calibrate on
+OUTLIER = 1.5  # ratios above this times the lower median are dropped (shedding inflates density)
+FALLBACK_CHARS_PER_TOKEN = 3.0
+EVICT_MIN_TOKENS = 200
+EVICT_SHARE = 0.05
+COMPACTION_KINDS = frozenset({"compact_boundary", "system:compact_boundary", "compaction", "system:compaction"})
+
+# Tool families of kit.transcripts (read, grep, bash, exec, explore, other) as occupancy categories.
+TOOL_CATEGORIES = {
+    "explore": "explore tool",
+    "read": "Read",
+    "grep": "Grep/Glob",
+    "bash": "Bash/exec",
+    "exec": "Bash/exec",
+}
+OTHER = "other tools"
+FILE_ACCESS = "file access"  # Read + Grep/Glob + Bash/exec: the without-arm's way to the same bytes
+BASE = "base"
+FIXED_BASE = "fixed base"
+CONTEXT = "final context"
+PARTS = ("explore tool", "Read", "Grep/Glob", "Bash/exec", OTHER, BASE)  # disjoint; they sum to the final context
+CATEGORIES = (CONTEXT, *PARTS[:4], FILE_ACCESS, OTHER, BASE, FIXED_BASE)
+_FILE_PARTS = ("Read", "Grep/Glob", "Bash/exec")
+
+COLUMNS = [
+    "batch",
+    "arm",
+    "trial_id",
+    "category",
+    "tokens",
+    "chars",
+    "results",
+    "contributed_tokens",
+    "share_of_context",
+    "share_of_window",
+    "err",
+    "chars_per_token",
+    "calibration",
+    "rel_err",
+    "requests",
+    "compactions",
+    "evicted_tokens",
+    "output_measure",
+]
+SUMMARY_COLUMNS = ["arm", "category", "trials", "tokens", "share_of_context", "share_of_window", "err"]
+
+
+@dataclass
+class _Chunk:
+    """One tool result in the window: its characters, its priced tokens and how many are still resident."""
+
+    chars: float
+    tokens: float
+    left: float
+
+
+@dataclass
+class _Gap:
+    """What one request carries new: its growth over the previous prompt and the parts that explain it."""
+
+    delta: float
+    tool_chars: float
+    other_chars: float
+    other_tokens: float
+    compacted: bool
+    output_in_chars: bool = True  # the previous response's output is known in characters (else in tokens)
+    unknown_text: bool = False  # a new user turn whose characters are not known
+    results: list[tuple[str, float]] = field(default_factory=list)  # (category, chars)
+
+    @property
+    def chars(self) -> float:
+        return self.tool_chars + self.other_chars
+
+    @property
+    def unknown_tokens(self) -> float:
+        """Tokens of the growth not already known as tokens: what the gap's characters must explain."""
+        return self.delta - self.other_tokens
+
+    def share(self, chars: float) -> float:
+        """The part of the growth that ``chars`` of tool result account for, at the gap's own density."""
+        if self.chars <= 0 or self.delta <= 0:
+            return 0.0
+        return chars / self.chars * max(0.0, 1 - self.other_tokens / self.delta)
+
+    def measurable(self) -> bool:
+        """Fit to calibrate on: nothing cleared, nothing of unknown size, growth and text enough to divide."""
+        return not (self.compacted or self.unknown_text) and self.unknown_tokens > 0 and self.chars > MIN_GAP_CHARS
+
+
+def _calibrate(gaps: list[_Gap]) -> tuple[float, str]:
+    """Chars per token of tool output, and how it was found ("measured", "pooled", "fallback")."""
+    clean = _clean(gaps)
+    if clean:
+        ratios = sorted(g.chars / g.unknown_tokens for g in clean)
+        lower_median = ratios[(len(ratios) - 1) // 2]
+        kept = [g for g in clean if g.chars / g.unknown_tokens <= OUTLIER * lower_median]
+        return sum(g.chars for g in kept) / sum(g.unknown_tokens for g in kept), "measured"
+    growing = [g for g in gaps if not (g.compacted or g.unknown_text) and g.unknown_tokens > 0 and g.chars > 0]
+    if growing:
+        return sum(g.chars for g in growing) / sum(g.unknown_tokens for g in growing), "pooled"
+    return FALLBACK_CHARS_PER_TOKEN, "fallback"
+
+
+def _clean(gaps: list[_Gap]) -> list[_Gap]:
+    return [g for g in gaps if g.measurable() and g.share(g.tool_chars) >= CLEAN_SHARE]
+
+
+def _relative_error(gaps: list[_Gap]) -> float:
+    """Median |priced - measured| / measured over gaps that are >= 95% one tool result; NaN if none.
+
+    Each such gap is priced at the ratio calibrated on the other clean gaps (leave one out): priced at a
+    ratio it helped set, a lone calibration gap would report an error of exactly zero.
+    """
+    clean = _clean(gaps)
+    if len(clean) < 2:
+        return float("nan")
+    chars = np.array([g.chars for g in clean])
+    tokens = np.array([g.unknown_tokens for g in clean])
+    order = np.argsort(chars / tokens, kind="stable")
+    chars, tokens, ratios = chars[order], tokens[order], (chars / tokens)[order]
+    n = len(ratios)
+    errors = []
+    for i in range(n):
+        g = clean[order[i]]
+        if g.share(max(c for _, c in g.results)) < SINGLE_SHARE:
+            continue
+        j = (n - 2) // 2  # lower median of the n - 1 others
+        lower_median = ratios[j] if j < i else ratios[j + 1]
+        kept = ratios <= OUTLIER * lower_median
+        kept[i] = False
+        cpt = chars[kept].sum() / tokens[kept].sum()
+        errors.append(abs(chars[i] / cpt - tokens[i]) / tokens[i])
+    return float(np.median(errors)) if errors else float("nan")
+
+
+def _evict(queue: deque[_Chunk], tokens: float) -> float:
+    """Remove ``tokens`` from the oldest resident chunks first; returns what was removed."""
+    removed = 0.0
+    for chunk in queue:
+        if removed >= tokens:
+            break
+        take = min(chunk.left, tokens - removed)
+        chunk.left -= take
+        removed += take
+    while queue and queue[0].left <= 0:
+        queue.popleft()
+    return removed
+
+
+def _attribute(gaps: list[_Gap], cpt: float) -> tuple[dict[str, list[_Chunk]], float, int]:
+    """Pass 2: chunks per category (with what is left of each), tokens evicted, compactions."""
+    queue: deque[_Chunk] = deque()
+    every: dict[str, list[_Chunk]] = {c: [] for c in PARTS[:5]}
+    evicted, compactions = 0.0, 0
+    for g in gaps:
+        if g.compacted:
+            compactions += 1
+            evicted += _evict(queue, sum(c.left for c in queue))
+        added = 0.0
+        for category, chars in g.results:
+            chunk = _Chunk(chars, chars / cpt, chars / cpt)
+            queue.append(chunk)
+            every[category].append(chunk)
+            added += chunk.tokens
+        if g.compacted:
+            continue
+        expected = added + g.other_chars / cpt + g.other_tokens
+        shortfall = expected - g.delta
+        if shortfall > max(EVICT_MIN_TOKENS, EVICT_SHARE * expected):
+            evicted += _evict(queue, shortfall)
+    return every, evicted, compactions
+
+
+def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """A nullable count column as floats, NaN where missing or where the column is absent."""
+    if column not in frame.columns:
+        return np.full(len(frame), np.nan)
+    return frame[column].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+
+
+def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> list[_Gap]:
+    """Gap k holds what request k carries new: request k-1's output, tool results with cycle in (c[k-1], c[k]]."""
+    cycles = req["cycle"].to_numpy(dtype=np.int64)
+    ctx = _floats(req, "input_tokens")
+    out_chars = _floats(req, "output_chars")
+    visible = _floats(req, "output_tokens") - np.nan_to_num(_floats(req, "reasoning_tokens"))
+    user_known = _floats(req, "user_chars")
+    user = np.nan_to_num(user_known)
+    turns = _floats(req, "turn")
+    new_turn = np.r_[False, turns[1:] != turns[:-1]] & ~np.isnan(turns) & np.isnan(user_known)
+    slot = np.searchsorted(cycles, res["cycle"].to_numpy(dtype=np.int64), side="left")  # first request with c >= cycle
+    gaps = []
+    for k in range(1, len(req)):
+        mine = res[slot == k]
+        known_chars = not np.isnan(out_chars[k - 1])
+        other_tokens = 0.0 if known_chars else (0.0 if np.isnan(visible[k - 1]) else max(visible[k - 1], 0.0))
+        gaps.append(
+            _Gap(
+                delta=ctx[k] - ctx[k - 1],
+                tool_chars=float(mine["chars"].sum()),
+                other_chars=(out_chars[k - 1] if known_chars else 0.0) + user[k],
+                other_tokens=other_tokens,
+                compacted=bool(((compact_cycles > cycles[k - 1]) & (compact_cycles <= cycles[k])).any()),
+                output_in_chars=known_chars,
+                unknown_text=bool(new_turn[k]),
+                results=list(zip(mine["part"], mine["chars"].astype(float), strict=True)),
+            )
+        )
+    return gaps
+
+
+def _measure(gaps: list[_Gap]) -> str:
+    """How the responses' own output was known: "chars", "tokens" (visible output tokens) or "mixed"."""
+    kinds = {g.output_in_chars for g in gaps}
+    return "mixed" if len(kinds) > 1 else ("chars" if kinds == {True} else "tokens" if kinds else "")
+
+
+def _trial_rows(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray, window: int) -> list[dict]:
+    ctx_final, ctx_first = float(req["input_tokens"].iloc[-1]), float(req["input_tokens"].iloc[0])
+    gaps = _gaps(req, res, compact_cycles)
+    cpt, how = _calibrate(gaps)
+    rel = _relative_error(gaps)
+    every, evicted, compactions = _attribute(gaps, cpt)
+    parts = {}
+    for category, chunks in every.items():
+        tokens = sum(c.left for c in chunks)
+        parts[category] = {
+            "tokens": tokens,
+            "chars": sum(c.chars * c.left / c.tokens for c in chunks if c.tokens > 0),
+            "results": sum(c.left > 0 for c in chunks),
+            "contributed_tokens": sum(c.tokens for c in chunks),
+        }
+    tool_tokens = sum(p["tokens"] for p in parts.values())
+    summed = {k: sum(parts[c][k] for c in _FILE_PARTS) for k in ("tokens", "chars", "results", "contributed_tokens")}
+
+    def err(tokens: float) -> float:
+        """One calibration prices every result, so errors scale with the tokens priced (none: no error)."""
+        return rel * tokens if tokens else 0.0
+
+    rows = {
+        CONTEXT: {"tokens": ctx_final, "err": 0.0},
+        **{c: {**parts[c], "err": err(parts[c]["tokens"])} for c in PARTS[:4]},
+        FILE_ACCESS: {**summed, "err": err(summed["tokens"])},
+        OTHER: {**parts[OTHER], "err": err(parts[OTHER]["tokens"])},
+        BASE: {"tokens": ctx_final - tool_tokens, "err": err(tool_tokens)},  # base is what the tools are not
+        FIXED_BASE: {"tokens": ctx_first, "err": 0.0},
+    }
+    common = {
+        "chars_per_token": cpt,
+        "calibration": how,
+        "rel_err": rel,
+        "requests": len(req),
+        "compactions": compactions,
+        "evicted_tokens": evicted,
+        "output_measure": _measure(gaps),
+    }
+    return [
+        {
+            "category": category,
+            "chars": np.nan,
+            "results": pd.NA,
+            "contributed_tokens": np.nan,
+            **values,
+            "share_of_context": values["tokens"] / ctx_final if ctx_final else np.nan,
+            "share_of_window": values["tokens"] / window,
+            **common,
+        }
+        for category, values in rows.items()
+    ]
+
+
+def _check(requests: pd.DataFrame, tool_results: pd.DataFrame, keys: list[str]) -> None:
+    require_columns(requests, [*keys, "cycle", "input_tokens", "output_tokens"], "occupancy(requests)")
+    require_columns(tool_results, [*keys, "cycle", "category", "chars"], "occupancy(tool_results)")
+    for name, frame in (("requests", requests), ("tool_results", tool_results)):
+        bad = frame.index[frame["trial_id"].isna() | frame["cycle"].isna()]
+        if len(bad):
+            raise ValueError(f"occupancy({name}): row {bad[0]} has no trial_id or cycle; fill them (parse stage) first")
+    dup = requests.duplicated([*keys, "cycle"])
+    if dup.any():
+        row = requests[dup].iloc[0]
+        where = f" ({row['source_path']}:{row['source_line']})" if "source_path" in requests else ""
+        raise ValueError(
+            f"occupancy(requests): trial {row['trial_id']} has cycle {row['cycle']} twice{where}; one window per "
+            "trial is measured, so drop subagent (sidechain) responses and keep one transcript per trial"
+        )
+    bad_chars = tool_results.index[tool_results["chars"].isna() | (tool_results["chars"] < 0)]
+    if len(bad_chars):
+        raise ValueError(f"occupancy(tool_results): row {bad_chars[0]}: chars must be a known count >= 0")
+
+
+def _compactions(events: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame:
+    if events is None or events.empty:
+        return pd.DataFrame(columns=[*keys, "cycle"])
+    require_columns(events, [*keys, "cycle"], "occupancy(events)")
+    if "kind" in events.columns:
+        events = events[events["kind"].isin(COMPACTION_KINDS)]
+    return events[[*keys, "cycle"]]
+
+
+def occupancy(
+    requests: pd.DataFrame,
+    tool_results: pd.DataFrame,
+    *,
+    events: pd.DataFrame | None = None,
+    window_tokens: int = WINDOW_TOKENS,
+) -> pd.DataFrame:
+    """Residual occupancy at the end of every trial, one row per trial and category (``CATEGORIES``).
+
+    ``requests``: canonical rows (``trial_id``, ``cycle``, ``input_tokens``, ``output_tokens``; optional
+    ``batch``, ``arm``, ``reasoning_tokens``, ``output_chars`` = characters of the response's output as the
+    next prompt carries it, ``user_chars`` = characters of user text new in the request, ``sidechain``).
+    ``tool_results``: ``kit.transcripts.tool_results`` rows (``cycle`` = first request carrying the result).
+    ``events``: compactions (``trial_id``, ``cycle`` = first request after it; rows with a ``kind`` other
+    than a compact boundary are ignored). Trials are keyed by (batch, trial_id) when both tables have
+    a ``batch`` column (filled): trial ids repeat across batches. A trial with a request of unknown
+    usage gets NaN tokens and ``calibration`` "usage unknown": missing is never zero.
+    """
+    batched = "batch" in requests.columns and "batch" in tool_results.columns and requests["batch"].notna().any()
+    keys = ["batch", "trial_id"] if batched else ["trial_id"]
+    _check(requests, tool_results, keys)
+    if "sidechain" in requests.columns:
+        requests = requests[~requests["sidechain"].astype("boolean").fillna(False)]
+    compactions = _compactions(events, keys)
+    results = tool_results.assign(
+        part=tool_results["category"].map(TOOL_CATEGORIES).fillna(OTHER), chars=tool_results["chars"].astype(float)
+    )
+    by_trial = {k: g for k, g in results.groupby(keys, sort=False, dropna=False)}
+    by_event = {k: g["cycle"].to_numpy(dtype=np.int64) for k, g in compactions.groupby(keys, sort=False)}
+    rows = []
+    for key, req in requests.groupby(keys, sort=False, dropna=False):
+        req = req.sort_values("cycle")
+        ident = {"arm": req["arm"].iloc[0] if "arm" in req else pd.NA, **dict(zip(keys, key, strict=True))}
+        res = by_trial.get(key, results.iloc[:0])
+        if req["input_tokens"].isna().any() or req["output_tokens"].isna().any():
+            rows += [{**ident, "category": c, "calibration": "usage unknown", "requests": len(req)} for c in CATEGORIES]
+            continue
+        rows += [
+            {**ident, **r}
+            for r in _trial_rows(req, res, by_event.get(key, np.array([], dtype=np.int64)), window_tokens)
+        ]
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    if not batched:
+        out["batch"] = requests["batch"].iloc[0] if "batch" in requests.columns and len(requests) else pd.NA
+    return out.astype({"results": "Int64", "requests": "Int64", "compactions": "Int64"})
+
+
+def summary(occ: pd.DataFrame, *, parts_only: bool = True) -> pd.DataFrame:
+    """Per arm and category, the mean over trials (what ``kit.plots.occupancy_bars`` stacks).
+
+    ``parts_only`` keeps the disjoint categories (``PARTS``), which sum to the final context, so a
+    stacked bar is the whole window's use; ``False`` adds the totals (final context, file access, fixed
+    base). ``err`` is the mean of the trials' attribution errors (one calibration method for all).
+    """
+    require_columns(occ, ["arm", "category", "tokens", "share_of_context", "share_of_window", "err"], "summary(occ)")
+    wanted = PARTS if parts_only else CATEGORIES
+    frame = occ[occ["category"].isin(wanted)].assign(arm=occ["arm"].astype("string"))
+    grouped = frame.groupby(["arm", "category"], sort=False, dropna=False)
+    out = grouped.agg(
+        trials=("tokens", "count"),
+        tokens=("tokens", "mean"),
+        share_of_context=("share_of_context", "mean"),
+        share_of_window=("share_of_window", "mean"),
+        err=("err", "mean"),
+    ).reset_index()
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    out = out.sort_values(["arm", "category"], key=lambda s: s.map(order) if s.name == "category" else s)
+    return out[SUMMARY_COLUMNS].reset_index(drop=True)

@@ -1,0 +1,278 @@
+"""kit.occupancy (seed 004): calibration, error bar, compaction, FIFO eviction, by hand; a real Claude session."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kit import occupancy as occ
+from kit import plots, transcripts
+
+FIXTURES = Path("/work/shared/fixtures/transcripts")
+TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
+
+
+def session(ctx: list[float], out_chars: list[float] | None = None, trial: str = "t1", arm: str = "a", **cols):
+    """Request rows of one trial: cycle k has prompt ``ctx[k]``; response k's output is ``out_chars[k]``."""
+    n = len(ctx)
+    frame = pd.DataFrame(
+        {
+            "batch": "b1",
+            "arm": arm,
+            "trial_id": trial,
+            "cycle": range(n),
+            "input_tokens": ctx,
+            "output_tokens": [50] * n,
+            "reasoning_tokens": [0] * n,
+            "output_chars": out_chars if out_chars is not None else [100] * n,
+            **cols,
+        }
+    )
+    return frame.astype({"output_tokens": "Int64", "reasoning_tokens": "Int64"})
+
+
+def results(rows: list[tuple[int, str, int]], trial: str = "t1") -> pd.DataFrame:
+    """Tool results as (cycle of the first request carrying it, kit.transcripts category, chars)."""
+    return pd.DataFrame(
+        [
+            {"batch": "b1", "trial_id": trial, "cycle": c, "tool": cat, "category": cat, "chars": n}
+            for c, cat, n in rows
+        ],
+        columns=["batch", "trial_id", "cycle", "tool", "category", "chars"],
+    )
+
+
+def by_category(frame: pd.DataFrame, trial: str = "t1") -> pd.Series:
+    return frame[frame["trial_id"] == trial].set_index("category")["tokens"]
+
+
+# Four gaps, each request carrying one tool result plus the previous response's 100 characters:
+# gap chars 2000, 2500, 2600 over 1000 tokens each (ratios 2.0, 2.5, 2.6; each >= 95% one result), then a
+# gap that is only 60% tool result (1200 + 800 of user text), which must not calibrate anything.
+CALIBRATION_CTX = [1000, 2000, 3000, 4000, 4000 + 2000 * 3000 / 7100]
+
+
+def calibration_session() -> tuple[pd.DataFrame, pd.DataFrame]:
+    requests = session(CALIBRATION_CTX, user_chars=[0, 0, 0, 0, 700])
+    tools = results([(1, "read", 1900), (2, "grep", 2400), (3, "bash", 2500), (4, "other", 1200)])
+    return requests, tools
+
+
+def test_calibration_on_tool_heavy_gaps_and_exact_attribution():
+    requests, tools = calibration_session()
+    out = occ.occupancy(requests, tools)
+    cpt = 7100 / 3000  # the three >= 80% gaps pooled; the 60% gap (ratio 4.0) is left out
+    row = out.iloc[0]
+    assert row["chars_per_token"] == pytest.approx(cpt)
+    assert row["calibration"] == "measured"
+    assert row["output_measure"] == "chars"
+    tokens = by_category(out)
+    assert tokens["Read"] == pytest.approx(1900 / cpt)
+    assert tokens["Grep/Glob"] == pytest.approx(2400 / cpt)
+    assert tokens["Bash/exec"] == pytest.approx(2500 / cpt)
+    assert tokens["other tools"] == pytest.approx(1200 / cpt)
+    assert tokens["explore tool"] == 0
+    assert tokens["file access"] == pytest.approx((1900 + 2400 + 2500) / cpt)
+    assert tokens["final context"] == pytest.approx(CALIBRATION_CTX[-1])
+    assert tokens["fixed base"] == 1000
+    assert tokens["base"] == pytest.approx(CALIBRATION_CTX[-1] - 8000 / cpt)
+    parts = tokens[list(occ.PARTS)].sum()
+    assert parts == pytest.approx(tokens["final context"])  # the disjoint parts fill the context exactly
+    read = out[out["category"] == "Read"].iloc[0]
+    assert (read["chars"], read["results"], read["evicted_tokens"]) == (1900, 1, 0)
+    assert read["share_of_context"] == pytest.approx((1900 / cpt) / CALIBRATION_CTX[-1])
+    assert read["share_of_window"] == pytest.approx((1900 / cpt) / 200_000)
+
+
+def test_error_bar_prices_each_single_result_gap_at_the_others_ratio():
+    requests, tools = calibration_session()
+    out = occ.occupancy(requests, tools, window_tokens=100_000)
+    # leave one out: gap 1 at (2500 + 2600) / 2000, gap 2 at (2000 + 2600) / 2000, gap 3 at (2000 + 2500) / 2000
+    errors = [abs(2000 / 2.55 - 1000) / 1000, abs(2500 / 2.3 - 1000) / 1000, abs(2600 / 2.25 - 1000) / 1000]
+    rel = float(np.median(errors))
+    assert rel == pytest.approx(0.155556, abs=1e-6)
+    tokens, err = by_category(out), out.set_index("category")["err"]
+    assert out["rel_err"].iloc[0] == pytest.approx(rel)
+    assert err["Read"] == pytest.approx(rel * tokens["Read"])
+    assert err["base"] == pytest.approx(rel * 8000 * 3000 / 7100)  # base absorbs every priced result's error
+    assert err["fixed base"] == 0 and err["final context"] == 0 and err["explore tool"] == 0
+    assert out.set_index("category").loc["Read", "share_of_window"] == pytest.approx(tokens["Read"] / 100_000)
+
+
+def test_outlier_gap_is_dropped_from_calibration():
+    # ratios 2.0, 2.5, 2.6 and 4.5 (> 1.5 x the lower median 2.5): the dense one is shedding, not density
+    ctx = [1000, 2000, 3000, 4000, 5000]
+    tools = results([(1, "read", 1900), (2, "grep", 2400), (3, "bash", 2500), (4, "explore", 4400)])
+    out = occ.occupancy(session(ctx), tools)
+    assert out["chars_per_token"].iloc[0] == pytest.approx(7100 / 3000)
+
+
+def test_compact_boundary_clears_what_is_resident():
+    ctx = [1000, 1800, 2600, 1500, 2300]
+    tools = results([(1, "read", 1900), (2, "grep", 1900), (4, "bash", 1900)])
+    events = pd.DataFrame(
+        {"batch": "b1", "trial_id": "t1", "cycle": [3, 2], "kind": ["system:compact_boundary", "system:local_command"]}
+    )
+    out = occ.occupancy(session(ctx), tools, events=events)
+    cpt = 2000 / 800  # every growing gap is one 1,900-char result plus 100 characters of output
+    tokens = by_category(out)
+    assert out["chars_per_token"].iloc[0] == pytest.approx(cpt)
+    assert tokens["Read"] == 0 and tokens["Grep/Glob"] == 0  # before the boundary: summarised away
+    assert tokens["Bash/exec"] == pytest.approx(1900 / cpt)
+    assert tokens["base"] == pytest.approx(2300 - 1900 / cpt)
+    row = out.iloc[0]
+    assert row["compactions"] == 1
+    assert row["evicted_tokens"] == pytest.approx(2 * 1900 / cpt)
+    contributed = out.set_index("category")["contributed_tokens"]
+    assert contributed["Read"] == pytest.approx(1900 / cpt)  # contributed is not residual
+
+
+def fifo_session(shrink: float) -> pd.DataFrame:
+    """Three 800-token read gaps, then a gap with a 400-token grep result that grew ``shrink`` less than expected."""
+    ctx = [1000, 1800, 2600, 3400]
+    ctx.append(ctx[-1] + 400 - shrink)
+    return session(ctx, out_chars=[0] * 5)
+
+
+FIFO_TOOLS = results([(1, "read", 2000), (2, "explore", 2000), (3, "bash", 2000), (4, "grep", 1000)])
+
+
+def test_micro_compaction_evicts_oldest_results_first():
+    out = occ.occupancy(fifo_session(shrink=1000), FIFO_TOOLS)  # chars/token 2.5: each read 800 tokens
+    tokens = by_category(out)
+    assert out["chars_per_token"].iloc[0] == pytest.approx(2.5)
+    assert tokens["Read"] == 0  # oldest: gone
+    assert tokens["explore tool"] == pytest.approx(600)  # next: partly (200 of 800 evicted)
+    assert tokens["Bash/exec"] == pytest.approx(800)
+    assert tokens["Grep/Glob"] == pytest.approx(400)
+    assert out["evicted_tokens"].iloc[0] == pytest.approx(1000)
+    explore = out.set_index("category").loc["explore tool"]
+    assert explore["results"] == 1 and explore["chars"] == pytest.approx(1500)
+    assert tokens["base"] == pytest.approx(3400 + 400 - 1000 - 1800)
+
+
+def test_shortfall_within_tolerance_is_noise():
+    # 199 tokens short: under max(200 tokens, 5% of 400) -> nothing evicted
+    out = occ.occupancy(fifo_session(shrink=199), FIFO_TOOLS)
+    tokens = by_category(out)
+    assert out["evicted_tokens"].iloc[0] == 0
+    assert tokens["Read"] == pytest.approx(800) and tokens["explore tool"] == pytest.approx(800)
+    assert tokens["base"] == pytest.approx(3400 + 400 - 199 - 2800)
+    # just past the tolerance: the whole shortfall goes, oldest first
+    out = occ.occupancy(fifo_session(shrink=201), FIFO_TOOLS)
+    assert out["evicted_tokens"].iloc[0] == pytest.approx(201)
+    assert by_category(out)["Read"] == pytest.approx(800 - 201)
+
+
+def test_output_tokens_stand_in_when_output_chars_are_unknown():
+    # no output characters: the previous response's visible output (output - reasoning) is known in tokens
+    requests = session([1000, 1850, 2700], out_chars=[np.nan, np.nan, np.nan])
+    requests["output_tokens"] = pd.array([80, 80, 80], dtype="Int64")
+    requests["reasoning_tokens"] = pd.array([30, 30, 30], dtype="Int64")
+    out = occ.occupancy(requests, results([(1, "read", 2000), (2, "read", 2000)]))
+    assert out["chars_per_token"].iloc[0] == pytest.approx(2000 / 800)  # 850 - 50 visible output tokens
+    assert out["output_measure"].iloc[0] == "tokens"
+    assert by_category(out)["Read"] == pytest.approx(1600)
+
+
+def test_fallbacks_are_labelled():
+    small = occ.occupancy(session([1000, 1100]), results([(1, "read", 300)]))
+    assert small["calibration"].iloc[0] == "pooled"  # a 400-character gap: too small to calibrate on
+    assert small["chars_per_token"].iloc[0] == pytest.approx(400 / 100)
+    assert math.isnan(small["rel_err"].iloc[0])
+    flat = occ.occupancy(session([1000, 900]), results([(1, "read", 200)]))
+    assert flat["calibration"].iloc[0] == "fallback"
+    assert flat["chars_per_token"].iloc[0] == occ.FALLBACK_CHARS_PER_TOKEN
+
+
+def test_new_turn_of_unknown_length_does_not_calibrate():
+    # gap 2 is a new user turn (turn 1 -> 2) whose text was not recorded: 1,000 characters over 1000/3.5 tokens
+    ctx = [1000, 1800, 1800 + 1000 / 3.5]
+    ctx.append(ctx[-1] + 800)
+    requests = session(ctx, turn=[1, 1, 2, 2])
+    tools = results([(1, "read", 1900), (2, "read", 900), (3, "read", 1900)])
+    out = occ.occupancy(requests, tools)
+    assert out["chars_per_token"].iloc[0] == pytest.approx(2.5)
+    with_text = occ.occupancy(requests.assign(user_chars=[0, 0, 0, 0]), tools)  # known: no user text
+    assert with_text["chars_per_token"].iloc[0] == pytest.approx(5000 / (1600 + 1000 / 3.5))
+
+
+def test_trials_batches_unknown_usage_and_summary():
+    a = session([1000, 1800, 2600], trial="r00-a", arm="a")
+    b = session([1000, 1400, 1800], trial="r00-b", arm="b")
+    a2 = a.assign(batch="b2")
+    requests = pd.concat([a, b, a2], ignore_index=True)
+    requests.loc[(requests["batch"] == "b2") & (requests["cycle"] == 1), "input_tokens"] = pd.NA  # usage unknown
+    tools = pd.concat(
+        [
+            results([(1, "read", 1900), (2, "read", 1900)], trial="r00-a"),
+            results([(1, "explore", 900), (2, "explore", 900)], trial="r00-b"),
+            results([(1, "read", 1900)], trial="r00-a").assign(batch="b2"),
+        ]
+    )
+    out = occ.occupancy(requests, tools)
+    assert len(out) == 3 * len(occ.CATEGORIES)
+    unknown = out[out["batch"] == "b2"]
+    assert unknown["tokens"].isna().all() and (unknown["calibration"] == "usage unknown").all()
+    summ = occ.summary(out)
+    assert list(summ.columns) == occ.SUMMARY_COLUMNS
+    assert set(summ["category"]) == set(occ.PARTS)
+    per_arm = summ.groupby("arm")["tokens"].sum()
+    assert per_arm["a"] == pytest.approx(2600) and per_arm["b"] == pytest.approx(1800)
+    assert summ.set_index(["arm", "category"]).loc[("a", "Read"), "trials"] == 1  # the unknown trial is not a zero
+    assert summ.set_index(["arm", "category"]).loc[("b", "explore tool"), "tokens"] == pytest.approx(720)
+    full = occ.summary(out, parts_only=False)
+    assert set(full["category"]) == set(occ.CATEGORIES)
+    fig = plots.occupancy_bars(summ, {"arms": ["a", "b"], "simulated": True})
+    assert fig.axes[0].get_ylabel() == "tokens resident at end of session"
+
+
+def test_bad_input_is_located():
+    requests = session([1000, 1800])
+    with pytest.raises(ValueError, match=r"occupancy\(requests\): missing column\(s\) input_tokens"):
+        occ.occupancy(requests.drop(columns="input_tokens"), results([]))
+    twice = pd.concat([requests, requests.iloc[[1]]], ignore_index=True)
+    with pytest.raises(ValueError, match="trial t1 has cycle 1 twice"):
+        occ.occupancy(twice, results([]))
+    with pytest.raises(ValueError, match=r"occupancy\(tool_results\): row 0: chars"):
+        occ.occupancy(requests, results([(1, "read", -5)]))
+    with pytest.raises(ValueError, match="no trial_id or cycle"):
+        occ.occupancy(requests.assign(trial_id=pd.NA), results([]))
+
+
+def test_claude_tool_heavy_session():
+    """spotter's tool_heavy.jsonl through kit.transcripts: four requests, six results (two never sent).
+
+    Checked by hand: only gap 3 (27,666 - 26,507 = 1,159 tokens; Glob 45 + WebSearch 3,061 characters;
+    11 output tokens of the response before it) is big enough to calibrate: 3,106 / 1,148 chars/token. The
+    Read and WebFetch results would enter a fifth request that the session never made.
+    """
+    requests = transcripts.read(TOOL_HEAVY).assign(trial_id="tool_heavy", arm="claude")
+    tools = transcripts.tool_results(TOOL_HEAVY).assign(trial_id="tool_heavy")
+    events = pd.DataFrame(requests.attrs["events"]).assign(trial_id="tool_heavy")
+    out = occ.occupancy(requests, tools, events=events)
+    cpt = 3106 / 1148
+    row = out.iloc[0]
+    assert row["chars_per_token"] == pytest.approx(cpt)
+    assert (row["calibration"], row["output_measure"], row["requests"], row["compactions"]) == (
+        "measured",
+        "tokens",
+        4,
+        0,
+    )
+    assert math.isnan(row["rel_err"])  # one calibration gap: no other gap to price it against
+    tokens = by_category(out, "tool_heavy")
+    assert tokens["Bash/exec"] == pytest.approx((142 + 155) / cpt)
+    assert tokens["Grep/Glob"] == pytest.approx(45 / cpt)
+    assert tokens["other tools"] == pytest.approx(3061 / cpt)
+    assert tokens["Read"] == 0
+    assert tokens["final context"] == 27_666 and tokens["fixed base"] == 25_801
+    assert tokens["base"] == pytest.approx(26_408.23, abs=0.01)
+    assert round(tokens["other tools"], 1) == 1131.4
+    shares = out.set_index("category")["share_of_window"]
+    assert shares["final context"] == pytest.approx(0.13833)
+    assert 0 < tokens["file access"] < tokens["other tools"] < tokens["base"]
