@@ -18,7 +18,6 @@ from datetime import datetime
 from pathlib import Path
 
 from kit import pipeline, run
-from kit.params import RUN
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = ("sdk-openai", "sdk-anthropic", "codex", "claude")
@@ -28,7 +27,7 @@ def measure(backend: str, runs: int, out: Path) -> dict[str, float] | None:
     params = pipeline.load_params(str(ROOT / "params/demo.yaml"))
     params.update(outputs_dir=str(out), batch=f"ovh-{backend}", backend=backend, runs_per_arm=runs, concurrency=1)
     try:
-        cfg = run.configure({p.name: params[p.name] for p in RUN})
+        cfg = run.configure(params)
     except ValueError as exc:  # backend not available in this checkout
         print(f"# {backend}: skipped ({exc})")
         return None

@@ -22,7 +22,7 @@ class Param:
     types: tuple[type, ...]
     accepted: str
     check: Callable[[Any], bool] = lambda v: True
-    optional: bool = False
+    optional: bool = False  # None is accepted, and so is leaving the parameter out
 
 
 def _choices(values: tuple[str, ...]) -> Callable[[Any], bool]:
@@ -63,6 +63,13 @@ RUN = [
     Param("backend_options", (dict,), "a mapping of backend options (e.g. codex_bin, claude_bin, effort)"),
     Param("retry_failed", (bool,), "true or false"),
     Param("profile", (str,), "a cache profile name, or None for the backend's default", optional=True),
+    Param(
+        "salt",
+        (str,),
+        "None for a fresh random salt, or a fixed string (reproducible examples); a resumed batch keeps its own",
+        lambda v: 4 <= len(v) <= 64 and all(c.isalnum() or c in "-_" for c in v),
+        optional=True,
+    ),
     Param("survival", (int, float), "a number from 0 to 1", lambda v: 0 <= v <= 1),
     Param("timeout_s", (int, float), "seconds > 0", lambda v: v > 0),
     Param("max_cycles", (int,), "an integer >= 1", lambda v: v >= 1),
@@ -83,9 +90,9 @@ def validate(values: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
     """Check every parameter of ``spec`` in ``values``; return them as a dict."""
     out = {}
     for p in spec:
-        if p.name not in values:
+        if p.name not in values and not p.optional:
             raise ParamError(p.name, "missing", p.accepted)
-        v = values[p.name]
+        v = values.get(p.name)
         if v is None and p.optional:
             out[p.name] = v
             continue

@@ -17,7 +17,7 @@ import nbformat
 import papermill
 import yaml
 from nbconvert import HTMLExporter
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from kit.redact import redact_text
 
@@ -65,12 +65,12 @@ def new_batch_id(task: str) -> str:
 def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True, timeout_s: int | None = None) -> Path:
     """Run the stages in order; return the batch folder. Raises ``StageFailed`` at the first failure."""
     params = dict(params)
-    params["outputs_dir"] = str(Path(params.get("outputs_dir") or "outputs").resolve())
+    params["outputs_dir"] = _kernel_path(Path(params.get("outputs_dir") or "outputs"))
     if not params.get("batch"):
         params["batch"] = new_batch_id(str(params.get("task", "batch")))
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(params["batch"])):
         raise ValueError(f"parameter 'batch': {params['batch']!r} is not a folder name; accepted: letters, digits, -_.")
-    folder = Path(params["outputs_dir"]) / params["batch"]
+    folder = ROOT / params["outputs_dir"] / params["batch"]  # an absolute outputs_dir stays as it is
     folder.mkdir(parents=True, exist_ok=True)
     for stage in tqdm(stages, desc=f"batch {params['batch']}", unit="notebook", disable=not progress):
         out = folder / f"{stage}.ipynb"
@@ -92,6 +92,16 @@ def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True,
             raise StageFailed(stage, out, exc) from exc
         export_html(out)
     return folder
+
+
+def _kernel_path(path: Path) -> str:
+    """``path`` as the notebooks' kernel (cwd = the repository) should see it.
+
+    Inside the repository it stays relative, so batch folders (and committed examples) record no
+    machine-specific absolute paths; elsewhere it is absolute, resolved from the caller's directory.
+    """
+    full = path.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(full)
 
 
 def export_html(notebook: Path) -> Path:

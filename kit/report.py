@@ -335,11 +335,9 @@ def _quality_section(trials: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
         ).drop(columns=["lower", "upper"])
         out.append(md_table(summary.rename(columns={"mean": "mean grade"})))
     for _, row in _metric_rows(ratios, "grade").iterrows():
-        out += [
-            "",
-            f"Grade difference {row['arm']} − {row['baseline']}: {_num(row['estimate']):+.2f} "
-            f"(95% CI {_num(row['lower']):+.2f} to {_num(row['upper']):+.2f}).",
-        ]
+        lo, hi = _num(row["lower"]), _num(row["upper"])
+        ci = "no interval: no variation in grades" if math.isnan(lo) else f"95% CI {lo:+.2f} to {hi:+.2f}"
+        out += ["", f"Grade difference {row['arm']} − {row['baseline']}: {_num(row['estimate']):+.2f} ({ci})."]
     return [*out, ""]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from kit import design, provenance, tasks
 from kit.agents import claude, codex, sdk
@@ -157,7 +157,7 @@ def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
             )
         manifest["resumed_at"] = [*manifest.get("resumed_at", []), _now()]
     else:
-        salt = design.new_salt()
+        salt = p.get("salt") or design.new_salt()
         slots = design.schedule(p["arms"], p["runs_per_arm"], p["order"], salt, p["seed"], p["allow_blocked"])
         manifest = {
             "kit_manifest": 1,

@@ -8,7 +8,6 @@ import pytest
 
 from kit import pipeline, run
 from kit.design import ParamError
-from kit.params import RUN
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,7 +16,7 @@ def _values(tmp_path, **over):
     params = pipeline.load_params(str(ROOT / "params/demo.yaml"))
     params.update(outputs_dir=str(tmp_path), batch="b1", runs_per_arm=2, concurrency=1)
     params.update(over)
-    return {p.name: params[p.name] for p in RUN}
+    return params
 
 
 BAD = [

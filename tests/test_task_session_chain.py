@@ -325,12 +325,11 @@ def test_generic_questions_get_answers_from_what_was_read(tmp_path):
 
 def test_params_file_runs_a_graded_batch(tmp_path, monkeypatch):
     from kit import pipeline, run, tasks
-    from kit.params import RUN
 
     monkeypatch.setitem(tasks.PACKS, "session-chain", sc.SessionChainPack)  # the registry line the lead adds
     params = pipeline.load_params(str(Path(__file__).resolve().parent.parent / "params/session-chain.yaml"))
     params.update(outputs_dir=str(tmp_path), batch="chain", runs_per_arm=1, concurrency=1, backend="sdk-anthropic")
-    folder = run.run_batch(run.configure({p.name: params[p.name] for p in RUN}), progress=False)
+    folder = run.run_batch(run.configure(params), progress=False)
     table = run.summary(folder)
     assert list(table["status"]) == ["ok", "ok"] and list(table["grade"]) == [1.0, 1.0]
     metas = {m["arm"]: m for m in (json.loads(p.read_text()) for p in folder.glob("raw/*/meta.json"))}

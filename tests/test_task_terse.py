@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 from kit import pipeline, run, tasks
-from kit.params import RUN
 from kit.provider.policy import Conversation, Message
 from kit.tasks import terse
 from kit.tasks.terse import TersePack, load_bank
@@ -174,7 +173,7 @@ def test_a_batch_runs_end_to_end_on_the_embedded_provider(tmp_path, monkeypatch)
     monkeypatch.setitem(tasks.PACKS, "terse", TersePack)
     params = pipeline.load_params(str(ROOT / "params/terse.yaml"))
     params.update(outputs_dir=str(tmp_path), batch="t1", runs_per_arm=1, concurrency=1)
-    folder = run.run_batch(run.configure({p.name: params[p.name] for p in RUN}), progress=False)
+    folder = run.run_batch(run.configure(params), progress=False)
     table = run.summary(folder).set_index("arm")
     assert set(table["status"]) == {"ok"}
     assert table.loc["baseline", "grade"] == table.loc["terse", "grade"] == 1.0

@@ -1,0 +1,448 @@
+"""Many batch folders side by side, for people comparing runs in JupyterLab (``notebooks/explore.ipynb``).
+
+Why: one batch's uncached ratio is one point on a warmth curve (seed 000 §1.3); only several batches,
+drawn on the same curve, show where each happened to sample it. So this module loads any number of
+analysed batch folders by glob into one set of tables (each row keeps its ``batch``), puts every
+batch's observed point on one replayed curve, and shows the same figure of each batch in a row.
+Ratios across batches go through :func:`kit.stats.ratio`, so the stitch guard holds here too: arms
+that never shared a batch raise :class:`kit.stats.StitchError` unless ``allow_stitch`` is passed, and
+then the row is labelled a cross-run stitch.
+
+The second half makes a batch folder a lean committed example (``make examples``; four of them must stay
+under 5 MB together): the executed plot notebook links its ``figures/*.png`` instead of embedding a second
+copy, its HTML export links one shared copy of nbconvert's stylesheet, the PNGs are re-encoded with a
+256-colour palette (a third of the size; no pixel moves by more than a few levels of antialiasing), and the
+SVG twins of the PNGs and the HTML exports of the other three notebooks (their ``.ipynb`` stay) are dropped.
+Raw records, tables, analysis, executed notebooks and the report stay as the pipeline wrote them.
+"""
+
+from __future__ import annotations
+
+import base64
+import glob
+import io
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import markupsafe
+import nbformat
+import orjson
+import pandas as pd
+from matplotlib.figure import Figure
+from nbconvert import HTMLExporter
+from PIL import Image
+
+from kit import cachemodel, plots, stats
+from kit.redact import redact_text
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLES = ("trials", "ratios", "headline", "arms", "observed", "warmth")
+STAGES = ("run", "parse", "analyze", "plot")
+HTML_KEPT = ("plot",)  # the one notebook export an example keeps: it shows the figures
+LEAN_MARK = "image outputs link figures/*.png (the same images, then palette-encoded) instead of embedding them"
+
+
+# ---------------------------------------------------------------- loading many batches
+
+
+@dataclass(frozen=True)
+class Batches:
+    """Analysed batch folders, keyed by batch id, with their tables concatenated (every row has ``batch``)."""
+
+    folders: dict[str, Path]
+    designs: dict[str, dict]
+    tables: dict[str, pd.DataFrame]
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        return self.tables[name]
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.folders)
+
+
+def batch_folders(pattern: str | Path | Sequence[str | Path], root: str | Path | None = None) -> list[Path]:
+    """Analysed batch folders (holding ``analysis/design.json``) matching one or more globs, sorted.
+
+    A relative glob is tried against ``root`` (default: the working directory) and then against the
+    repository, so the notebook's default ``outputs/examples/*`` works from ``notebooks/`` in JupyterLab.
+    """
+    patterns = [pattern] if isinstance(pattern, str | Path) else list(pattern)
+    bases = [Path(root) if root else Path.cwd(), ROOT]
+    found: set[Path] = set()
+    for p in map(str, patterns):
+        for base in [Path("/")] if os.path.isabs(p) else bases:
+            hits = {Path(h).resolve() for h in glob.glob(str(base / p))}
+            hits = {h for h in hits if (h / "analysis" / "design.json").is_file()}
+            if hits:
+                found |= hits
+                break
+    if not found:
+        raise ValueError(
+            f"parameter 'batch_glob': {pattern!r} matches no analysed batch folder (one holding analysis/design.json) "
+            f"under {bases[0]} or {ROOT}; accepted: a glob such as 'outputs/examples/*'"
+        )
+    return sorted(found)
+
+
+def _batch_id(design: dict) -> str:
+    batch = design.get("batch")
+    return "+".join(map(str, batch)) if isinstance(batch, list | tuple) else str(batch)
+
+
+def _read_folder(folder: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
+    a = folder / "analysis"
+    design = orjson.loads((a / "design.json").read_bytes())
+    frames = {}
+    for name in TABLES:
+        path = a / f"{name}.csv"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing; run the analyze stage on {folder} again")
+        # ratios.csv: an empty label means "not a stitch", not missing (as kit.publish reads it)
+        opts = {"keep_default_na": False, "na_values": [""]} if name == "ratios" else {}
+        frames[name] = pd.read_csv(path, **opts)
+    return design, frames
+
+
+def load(pattern: str | Path | Sequence[str | Path], root: str | Path | None = None) -> Batches:
+    """Every analysed batch folder matching ``pattern``: designs and concatenated tables.
+
+    Tables without their own ``batch`` column (ratios, headline, arms, warmth) get the folder's batch id;
+    trials and observed keep theirs. A trial read from two folders raises rather than counting twice.
+    """
+    folders: dict[str, Path] = {}
+    designs: dict[str, dict] = {}
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in TABLES}
+    for folder in batch_folders(pattern, root):
+        design, frames = _read_folder(folder)
+        bid = _batch_id(design)
+        if bid in folders:
+            raise ValueError(f"batch {bid!r} is in two folders, {folders[bid]} and {folder}; glob only one of them")
+        folders[bid], designs[bid] = folder, design
+        for name, frame in frames.items():
+            if "batch" not in frame.columns:
+                frame.insert(0, "batch", bid)
+            parts[name].append(frame)
+    tables = {name: pd.concat(frames, ignore_index=True) for name, frames in parts.items()}
+    twice = tables["trials"][tables["trials"].duplicated(["batch", "trial_id"], keep=False)]
+    if len(twice):
+        first = twice.iloc[0]
+        raise ValueError(
+            f"trial {first['batch']}/{first['trial_id']} is read from more than one folder (a batch analysed "
+            "alone and inside a multi-batch analysis?); glob only one of them"
+        )
+    return Batches(folders, designs, tables)
+
+
+# ---------------------------------------------------------------- tables
+
+
+def summary(b: Batches) -> pd.DataFrame:
+    """One row per (batch, comparison): total and uncached ratios apart, uncached with its hit rates."""
+    r = b["ratios"]
+    rows = []
+    for (batch, comparison), g in r.groupby(["batch", "comparison"], sort=True):
+        design = b.designs.get(batch, {})
+        by_metric = {m: row for m, row in g.set_index("metric").iterrows()}
+        row = {
+            "batch": batch,
+            "task": design.get("task"),
+            "comparison": comparison,
+            "schedule": design.get("schedule"),
+            "isolation": design.get("isolation"),
+            "simulated": design.get("simulated"),
+        }
+        for metric, short in (("total_tokens", "total"), ("uncached_input_tokens", "uncached")):
+            m = by_metric.get(metric)
+            row |= {f"{short}_ratio": None, f"{short}_lower": None, f"{short}_upper": None}
+            if m is not None:
+                row |= {f"{short}_ratio": m["estimate"], f"{short}_lower": m["lower"], f"{short}_upper": m["upper"]}
+                row |= {"n_arm": m["n_arm"], "n_baseline": m["n_baseline"]}
+                if metric == "uncached_input_tokens":
+                    row |= {"hit_rate_arm": m["hit_rate_arm"], "hit_rate_baseline": m["hit_rate_baseline"]}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def comparisons(b: Batches) -> list[tuple[str, str]]:
+    """Every (arm, baseline) pair some batch compared, in first-seen order."""
+    pairs = b["ratios"][["arm", "baseline"]].astype(str).drop_duplicates()
+    return list(pairs.itertuples(index=False, name=None))
+
+
+def cross_ratios(
+    b: Batches,
+    metrics: Sequence[str] = ("total_tokens", "uncached_input_tokens"),
+    pairs: Sequence[Sequence[str]] | None = None,
+    *,
+    allow_stitch: bool = False,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Ratios over all loaded batches that hold both arms (two-level bootstrap), via :func:`kit.stats.ratio`.
+
+    ``pairs`` defaults to every comparison some batch made. A pair whose arms never shared a batch raises
+    :class:`kit.stats.StitchError` unless ``allow_stitch``; then its rows say "cross-run stitch".
+    """
+    pairs = comparisons(b) if pairs is None else [tuple(map(str, p)) for p in pairs]
+    opts = {"allow_stitch": allow_stitch, "confidence": confidence, "n_resamples": n_resamples, "seed": seed}
+    rows = [stats.ratio(b["trials"], metric, arm, base, **opts) for arm, base in pairs for metric in metrics]
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- figures
+
+
+def _pair(b: Batches, arm_a: str | None, arm_b: str | None) -> tuple[str, str]:
+    present = warmth_pairs(b)
+    if arm_a is not None and arm_b is not None:
+        return str(arm_a), str(arm_b)
+    if len(present) == 1:
+        return present[0]
+    raise ValueError(
+        f"parameters 'arm_a'/'arm_b': the loaded batches compare several pairs; accepted: one of {present}"
+    )
+
+
+def _merged_design(b: Batches, batches: list[str], arms: tuple[str, str]) -> dict:
+    """What the cross-batch figure states: the batches, their schedules and isolations, n per arm."""
+    designs = [b.designs[x] for x in batches]
+
+    def joined(key: str) -> str:
+        return "; ".join(dict.fromkeys(str(d.get(key)) for d in designs)) or "not given"
+
+    trials = b["trials"]
+    ok = trials[trials["batch"].isin(batches) & (trials["status"] == "ok") & trials["arm"].isin(arms)]
+    return {
+        "batch": batches,
+        "arms": list(arms),
+        "schedule": joined("schedule"),
+        "isolation": joined("isolation"),
+        "n_per_arm": {arm: int((ok["arm"] == arm).sum()) for arm in arms},
+        "simulated": any(d.get("simulated") for d in designs),
+    }
+
+
+def pooled_warmth(b: Batches, arms: tuple[str, str], batches: list[str], seed: int = 0) -> pd.DataFrame:
+    """The warmth sweep replayed over the recorded requests of several batches together (one curve).
+
+    Trial ids repeat across batches (r00-placebo …), so they are prefixed with the batch; each trial
+    stays its own cache domain, as in :func:`kit.analyze.analyze_batches`.
+    """
+    profiles = {b.designs[x].get("profile") or "openai-implicit" for x in batches}
+    if len(profiles) != 1:
+        raise ValueError(f"pooled warmth: the batches use different cache profiles {sorted(profiles)}; pool one")
+    segments = pd.concat(
+        [pd.read_parquet(b.folders[x] / "tables" / "segments.parquet") for x in batches], ignore_index=True
+    )
+    segments = segments.assign(
+        trial_id=segments["batch"].astype(str) + "/" + segments["trial_id"].astype(str),
+        segments=segments["segments_json"].map(orjson.loads),
+    )
+    levels = int(b["warmth"].groupby("batch")["survival"].count().max())
+    return cachemodel.warmth_sweep(segments, arms, levels=levels, profile=profiles.pop(), seed=seed)
+
+
+def warmth_figure(
+    b: Batches, arm_a: str | None = None, arm_b: str | None = None, curve: str | None = None, seed: int = 0
+) -> Figure:
+    """One replayed warmth curve with EVERY loaded batch's observed point for the same pair of arms.
+
+    ``curve``: a batch id (that batch's replayed curve), ``"pooled"`` (all those batches replayed
+    together), or None (the first batch, sorted). Batches comparing another pair are left out, and the
+    figure says so in its legend; they have their own curve.
+    """
+    arm_a, arm_b = _pair(b, arm_a, arm_b)
+    observed = b["observed"]
+    observed = observed[(observed["arm_a"].astype(str) == arm_a) & (observed["arm_b"].astype(str) == arm_b)]
+    warmth = b["warmth"][(b["warmth"]["arm_a"].astype(str) == arm_a) & (b["warmth"]["arm_b"].astype(str) == arm_b)]
+    with_curve = sorted(set(warmth["batch"]))
+    points = sorted(set(observed["batch"].astype(str)))
+    if not with_curve:
+        raise ValueError(f"no loaded batch has a warmth sweep of {arm_a} / {arm_b}; pairs: {comparisons(b)}")
+    if curve == "pooled":
+        source, warmth = f"pooled over {len(with_curve)} batches", pooled_warmth(b, (arm_a, arm_b), with_curve, seed)
+    else:
+        curve = curve or with_curve[0]
+        if curve not in with_curve:
+            raise ValueError(f"parameter 'curve': {curve!r} has no {arm_a}/{arm_b} sweep; accepted: {with_curve}")
+        source, warmth = f"batch {curve}", warmth[warmth["batch"] == curve]
+    fig = plots.warmth_vs_ratio(warmth, observed, _merged_design(b, points or with_curve, (arm_a, arm_b)))
+    ax = fig.axes[0]
+    for line in ax.lines:
+        if line.get_label().startswith("replayed"):
+            line.set_label(f"{line.get_label()} — curve: {source}")
+    others = len(b.ids) - len(points)
+    handles, labels = ax.get_legend_handles_labels()
+    title = f"{others} loaded batch(es) compare other arms: not drawn" if others else None
+    ax.legend(handles, labels, loc="best", fontsize=8, title=title, title_fontsize=7)
+    return fig
+
+
+def warmth_pairs(b: Batches) -> list[tuple[str, str]]:
+    """The (arm_a, arm_b) pairs some loaded batch has a warmth sweep of."""
+    pairs = b["warmth"][["arm_a", "arm_b"]].astype(str).drop_duplicates()
+    return list(pairs.itertuples(index=False, name=None))
+
+
+def warmth_figures(b: Batches, curve: str | None = None, seed: int = 0) -> list[Figure]:
+    """:func:`warmth_figure` for every pair of arms with a sweep. A ``curve`` batch id applies to the
+    pairs that batch has; the others take their first batch's curve (each figure names its curve)."""
+    figures = []
+    for arm_a, arm_b in warmth_pairs(b):
+        has = b["warmth"][(b["warmth"]["arm_a"].astype(str) == arm_a) & (b["warmth"]["arm_b"].astype(str) == arm_b)]
+        use = curve if curve == "pooled" or curve in set(has["batch"]) else None
+        figures.append(warmth_figure(b, arm_a, arm_b, use, seed))
+    return figures
+
+
+def show_warmth(b: Batches, curve: str | None = None, seed: int = 0) -> None:
+    """Display :func:`warmth_figures` as PNG (a bare ``Figure`` has no notebook formatter without pyplot)."""
+    from IPython.display import Image, display
+
+    for fig in warmth_figures(b, curve, seed):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=110)
+        display(Image(data=buffer.getvalue()))
+
+
+def figure_paths(b: Batches, name: str) -> dict[str, Path]:
+    """The same figure (``figures/<name>.png``) of every loaded batch that has it."""
+    paths = {bid: folder / "figures" / f"{name}.png" for bid, folder in b.folders.items()}
+    return {bid: p for bid, p in paths.items() if p.is_file()}
+
+
+def show_figures(b: Batches, name: str) -> None:
+    """Display one figure of every batch in turn, each under its batch id (notebook use)."""
+    from IPython.display import Image, Markdown, display
+
+    paths = figure_paths(b, name)
+    if not paths:
+        display(Markdown(f"_No loaded batch has `figures/{name}.png`._"))
+    for bid, png in paths.items():
+        display(Markdown(f"**{bid}** — `{name}`"), Image(filename=str(png)))
+
+
+# ---------------------------------------------------------------- lean committed examples
+
+
+class _SharedCssExporter(HTMLExporter):
+    """nbconvert's HTML with its stylesheets written once into ``css_dir`` and linked, not inlined."""
+
+    def __init__(self, css_dir: Path, html_dir: Path, **kw) -> None:
+        super().__init__(embed_images=True, **kw)
+        self.css_dir, self.html_dir = css_dir, html_dir
+
+    def _init_resources(self, resources):
+        resources = super()._init_resources(resources)
+
+        def link_css(name: str) -> markupsafe.Markup:
+            target = self.css_dir / Path(name).name
+            text = self.environment.loader.get_source(self.environment, name)[0]
+            if not target.is_file() or target.read_text() != text:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            href = Path(os.path.relpath(target, self.html_dir)).as_posix()
+            return markupsafe.Markup(f'<link rel="stylesheet" href="{markupsafe.escape(href)}">')
+
+        resources["include_css"] = link_css
+        return resources
+
+
+def link_figures(notebook: Path) -> int:
+    """Replace embedded PNG outputs that are byte-identical to a ``figures/*.png`` beside the notebook
+    by an ``<img>`` linking that file; returns how many were replaced. Other images stay embedded."""
+    figures = {p.read_bytes(): p for p in sorted((notebook.parent / "figures").glob("*.png"))}
+    nb = nbformat.read(notebook, as_version=4)
+    replaced = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            png = figures.get(base64.b64decode(data["image/png"])) if "image/png" in data else None
+            if png is None:
+                continue
+            rel = png.relative_to(notebook.parent).as_posix()
+            out["data"] = {"text/html": f'<img src="{rel}" alt="{png.stem}">', "text/plain": f"[figure {rel}]"}
+            replaced += 1
+    if replaced:
+        nb.metadata.setdefault("kit", {})["lean_snapshot"] = LEAN_MARK
+        nbformat.write(nb, notebook)
+    return replaced
+
+
+def palette_png(png: Path) -> bool:
+    """Re-encode an opaque RGB(A) PNG with a 256-colour palette, in place; False if left alone.
+
+    Figures are flat colours plus antialiased edges, so a median-cut palette without dithering keeps
+    them visually identical at about a third of the bytes. Transparent or already paletted images stay.
+    """
+    with Image.open(png) as im:
+        im.load()
+    if im.mode not in ("RGB", "RGBA") or (im.mode == "RGBA" and im.getextrema()[3][0] < 255):
+        return False
+    quantized = im.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    quantized.save(png, format="PNG", optimize=True)
+    return True
+
+
+def export_html(notebook: Path, css_dir: Path) -> Path:
+    """The notebook as HTML beside it, linking the shared stylesheet in ``css_dir`` (secrets redacted)."""
+    nb = nbformat.read(notebook, as_version=4)
+    html, _ = _SharedCssExporter(css_dir, notebook.parent).from_notebook_node(nb)
+    target = notebook.with_suffix(".html")
+    target.write_text(redact_text(html))
+    return target
+
+
+def lean_example(batch_dir: Path, css_dir: Path) -> list[str]:
+    """Make a pipeline-written batch folder a lean committed example; returns what was removed.
+
+    Removed: SVG twins of the PNG figures (the plot stage redraws both), the HTML exports of the notebooks
+    not in ``HTML_KEPT`` (``jupyter nbconvert --to html`` remakes them from the kept ``.ipynb``) and any
+    per-trial CLI home (``.homes``: CLI state, never a record). Rewritten: the kept notebooks link their
+    figures, the PNGs take a palette (:func:`palette_png`), and the kept HTML links ``css_dir``'s one copy
+    of nbconvert's stylesheet.
+    """
+    batch_dir = Path(batch_dir)
+    dropped_html = [batch_dir / f"{stage}.html" for stage in STAGES if stage not in HTML_KEPT]
+    removed = []
+    for path in sorted([*batch_dir.glob("figures/*.svg"), *batch_dir.rglob(".homes"), *dropped_html]):
+        if path.exists():
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+            removed.append(str(path.relative_to(batch_dir)))
+    for stage in STAGES:  # link before re-encoding: outputs are matched to figures by their bytes
+        if (batch_dir / f"{stage}.ipynb").is_file():
+            link_figures(batch_dir / f"{stage}.ipynb")
+    for png in sorted(batch_dir.glob("figures/*.png")):
+        palette_png(png)
+    for stage in HTML_KEPT:
+        if (batch_dir / f"{stage}.ipynb").is_file():
+            export_html(batch_dir / f"{stage}.ipynb", css_dir)
+    return removed
+
+
+def lean_examples(examples_dir: Path) -> dict[str, list[str]]:
+    """:func:`lean_example` on every batch folder under ``examples_dir``; the stylesheet in ``_static/``."""
+    examples_dir = Path(examples_dir)
+    folders = sorted(p for p in examples_dir.iterdir() if (p / "manifest.json").is_file())
+    return {p.name: lean_example(p, examples_dir / "_static") for p in folders}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kit.explore lean EXAMPLES_DIR`` (the last step of ``make examples``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2 or argv[0] != "lean":
+        print("usage: python -m kit.explore lean EXAMPLES_DIR", file=sys.stderr)
+        return 2
+    for name, removed in lean_examples(Path(argv[1])).items():
+        print(f"lean {name}: removed {len(removed)} file(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
