@@ -40,16 +40,20 @@ def trial_meta(bd: BatchDir) -> pd.DataFrame:
 
 
 def _sources(tdir: Path, meta: dict) -> tuple[list[Path], Path | None]:
-    """The primary transcript (the backend's first-listed one) and the provider log, when present.
+    """The primary transcripts (every file in the format the backend lists first) and the provider log.
 
-    A backend lists its transcripts best first (the Codex rollout before ``codex exec --json`` stdout,
-    the Claude session file before stream-json); the others describe the same responses, so reading
-    them too would count every response twice.
+    A backend lists its transcripts best first (Codex rollouts before ``codex exec --json`` stdout,
+    Claude session files before stream-json); a trial with fresh sessions has one such file per
+    session. Files in the other formats describe the same responses, so reading them too would count
+    every response twice.
     """
     names = [n for n in meta.get("transcripts", []) if (tdir / n).is_file()]
     log = tdir / PROVIDER_LOG if PROVIDER_LOG in names else None
     others = [tdir / n for n in names if n != PROVIDER_LOG]
-    return (others[:1] or ([log] if log else [])), log
+    if not others:
+        return ([log] if log else []), log
+    best = transcripts.detect(others[0])
+    return [p for p in others if transcripts.detect(p) == best], log
 
 
 def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame]:

@@ -171,7 +171,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
             outcome.turns = turn + 1
             outcome.answers.append(_last_message(events))
     finally:
-        outcome.transcripts = _copy(home, thread_id, spec.out_dir)
+        outcome.transcripts = _copy(home, spec.out_dir)
         outcome.cycles = _cycles(spec.out_dir, outcome.transcripts)
         outcome.command = runs[0].command if runs else []
         cli.write_runs(spec.out_dir, runs)
@@ -198,12 +198,13 @@ def _last_message(events: list[dict]) -> str:
     return texts[-1] if texts else ""
 
 
-def _copy(home: Path, thread_id: str | None, out_dir: Path) -> list[str]:
-    """Rollouts (this thread's first) then stdout; every rollout keeps its own file name."""
-    rollouts = sorted(
-        (home / ".codex" / "sessions").rglob("rollout-*.jsonl"),
-        key=lambda p: (not thread_id or thread_id not in p.name, p.name),
-    )
+def _copy(home: Path, out_dir: Path) -> list[str]:
+    """Rollouts in the order they were started, then stdout; every rollout keeps its own file name.
+
+    A rollout's name is its start time and its UUIDv7 thread id, so name order is start order: a
+    trial with fresh sessions (one thread per turn) is read back turn by turn.
+    """
+    rollouts = sorted((home / ".codex" / "sessions").rglob("rollout-*.jsonl"), key=lambda p: p.name)
     names = cli.copy_transcripts([(p, p.name) for p in rollouts], out_dir)
     return names + ([STDOUT] if (out_dir / STDOUT).exists() else [])
 

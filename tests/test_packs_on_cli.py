@@ -1,0 +1,33 @@
+"""Every task pack runs a small batch on a real CLI against the embedded provider, and parses exactly."""
+
+from pathlib import Path
+
+import pytest
+
+from kit import parse, pipeline, run, tasks
+from kit.agents import cli_common
+
+ROOT = Path(__file__).resolve().parent.parent
+PARAMS = {"batch-read": "demo", "terse": "terse", "occupancy": "occupancy", "session-chain": "session-chain"}
+
+pytestmark = pytest.mark.e2e
+
+
+CASES = [(task, "codex") for task in sorted(tasks.PACKS)] + [("session-chain", "claude")]  # fresh sessions on both
+
+
+@pytest.mark.parametrize(("task", "backend"), CASES)
+def test_pack_small_batch_on_a_cli(tmp_path, task, backend):
+    if not (cli_common.TOOLS_BIN / backend).exists():
+        pytest.skip(f"{backend} CLI not installed in {cli_common.TOOLS_BIN} (make e2e-tools)")
+    params = pipeline.load_params(str(ROOT / f"params/{PARAMS[task]}.yaml"))
+    params.update(outputs_dir=str(tmp_path), batch=task, backend=backend, runs_per_arm=1, concurrency=2, profile=None)
+    params["arms"] = params["arms"][:2]
+    folder = run.run_batch(run.configure(params), progress=False)
+    tables = parse.parse_batch(folder)
+    trials = tables["trials"]
+    assert list(trials["status"]) == ["ok", "ok"], list(run.summary(folder)["reason"])
+    assert tables["parse_issues"].empty, tables["parse_issues"].to_dict("records")
+    assert (trials["total_tokens"] > 0).all() and (trials["cycles"] >= len(tasks.get(task).prompts_for(0))).all()
+    graded = trials["grade"].dropna()
+    assert len(graded) == 2 and (graded > 0).all()
