@@ -181,11 +181,27 @@ def analyze_batches(
         "warnings": _warnings(design) + trials.attrs.get("pricing_warnings", []),
         "window_tokens": window_tokens,
     }
+    invariance = _warmth_invariance(trials, baseline, others, seed)
+    result["warmth_invariance"] = invariance
+    result["warnings"] += [
+        f"uncached {r['arm']} vs {r['baseline']}: {r['verdict']}" + (f" ({r['reason']})" if r["reason"] else "")
+        for r in invariance.to_dict("records")
+        if r["n_batches"] >= 2
+    ]
     folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
-    for name in ("trials", "ratios", "arms", "headline", "warmth", "observed", "occupancy", "occupancy_trials"):
+    tables = ("trials", "ratios", "arms", "headline", "warmth", "observed", "occupancy", "occupancy_trials")
+    for name in (*tables, "warmth_invariance"):
         write_table(folder / f"{name}.csv", result[name])
     write_json(folder / "design.json", {**design, "warnings": result["warnings"], "baseline": baseline})
     return result
+
+
+def _warmth_invariance(trials: pd.DataFrame, baseline: str, others: list[str], seed: int) -> pd.DataFrame:
+    """Seed 000 §2.2: does each uncached ratio move with the batches' hit rates? (needs >= 3 batches)."""
+    keys = ["arm", "baseline", "n_batches", "spearman_rho", "p_value", "has_control", "control_hit_rate",
+            "isolated_hit_rate", "claim_ok", "reason", "verdict"]  # fmt: skip
+    rows = [stats.warmth_invariance(trials, arm, baseline, seed=seed) for arm in others]
+    return pd.DataFrame([{k: r[k] for k in keys} for r in rows], columns=keys)
 
 
 def _warnings(design: dict) -> list[str]:
