@@ -181,6 +181,7 @@ def analyze_batches(
         "warnings": _warnings(design) + trials.attrs.get("pricing_warnings", []),
         "window_tokens": window_tokens,
     }
+    result["savings"] = savings(trials, baseline, others, confidence=confidence, n_resamples=n_resamples, seed=seed)
     invariance = _warmth_invariance(trials, baseline, others, seed)
     result["warmth_invariance"] = invariance
     result["warnings"] += [
@@ -190,10 +191,36 @@ def analyze_batches(
     ]
     folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
     tables = ("trials", "ratios", "arms", "headline", "warmth", "observed", "occupancy", "occupancy_trials")
-    for name in (*tables, "warmth_invariance"):
+    for name in (*tables, "warmth_invariance", "savings"):
         write_table(folder / f"{name}.csv", result[name])
     write_json(folder / "design.json", {**design, "warnings": result["warnings"], "baseline": baseline})
     return result
+
+
+def savings(
+    trials: pd.DataFrame, baseline: str, others: list[str], *, confidence: float, n_resamples: int, seed: int
+) -> pd.DataFrame:
+    """Seed 002's per-prompt savings ``1 - arm/baseline``, one prompt per run index (the question-bank
+    packs ask question i in run i of every arm), for output and total tokens: median/mean/min/max/stdev
+    across runs plus a bootstrap CI on the mean. With a repeated single prompt it is per run."""
+    ok = trials[trials["status"] == "ok"]
+    rows = []
+    for arm in others:
+        for metric in ("output_tokens", "total_tokens"):
+            values = ok.rename(columns={"run": "prompt", metric: "value"})[["prompt", "arm", "value"]]
+            values = values[values["arm"].isin([arm, baseline])].astype({"value": "Float64"})
+            if values["value"].notna().sum() < 2:
+                continue
+            opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
+            rows.append(
+                {
+                    "arm": arm,
+                    "baseline": baseline,
+                    "metric": metric,
+                    **stats.per_prompt_savings(values, arm, baseline, **opts),
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def _warmth_invariance(trials: pd.DataFrame, baseline: str, others: list[str], seed: int) -> pd.DataFrame:

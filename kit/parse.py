@@ -17,6 +17,7 @@ import pandas as pd
 from kit import metrics, transcripts
 from kit.layout import BatchDir, write_table
 from kit.schema import ISSUE_COLUMNS, TOOL_RESULT_COLUMNS, TOOL_RESULT_DTYPES, frame, requests_frame
+from kit.transcripts._tools import CATEGORIES
 
 PROVIDER_LOG = "provider_log.jsonl"
 META_COLUMNS = [
@@ -80,14 +81,13 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
                 issues += _crosscheck(rows, transcripts.read([log]), log)
     req = pd.concat(requests, ignore_index=True) if requests else requests_frame([])
     req = requests_frame(req.to_dict("records"))
+    tool_results = frame(
+        pd.concat(tools, ignore_index=True).to_dict("records") if tools else [], TOOL_RESULT_COLUMNS, TOOL_RESULT_DTYPES
+    )
     tables = {
         "requests": req,
-        "trials": metrics.trial_table(req, meta_df),
-        "tool_results": frame(
-            pd.concat(tools, ignore_index=True).to_dict("records") if tools else [],
-            TOOL_RESULT_COLUMNS,
-            TOOL_RESULT_DTYPES,
-        ),
+        "trials": _with_calls_by_category(metrics.trial_table(req, meta_df), tool_results),
+        "tool_results": tool_results,
         "parse_issues": pd.DataFrame(issues, columns=ISSUE_COLUMNS).astype({"source_line": "Int64"}),
         "segments": pd.DataFrame(segments, columns=SEGMENT_COLUMNS),
         "events": pd.DataFrame(events, columns=EVENT_COLUMNS).astype({"cycle": "Int64", "source_line": "Int64"}),
@@ -95,6 +95,14 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
     for name, df in tables.items():
         write_table(bd.tables / f"{name}.parquet", df)
     return tables
+
+
+def _with_calls_by_category(trials: pd.DataFrame, tool_results: pd.DataFrame) -> pd.DataFrame:
+    """Tool calls per trial by family (``calls_read``, ``calls_grep`` …): how each arm got its bytes."""
+    counts = tool_results.groupby(["trial_id", "category"]).size().unstack("category", fill_value=0)
+    counts = counts.reindex(columns=list(CATEGORIES), fill_value=0).add_prefix("calls_")
+    out = trials.merge(counts, left_on="trial_id", right_index=True, how="left")
+    return out.astype({c: "Int64" for c in counts.columns}).fillna({c: 0 for c in counts.columns})
 
 
 def _event(event: dict, ident: dict) -> dict:

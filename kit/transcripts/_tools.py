@@ -15,10 +15,23 @@ CATEGORIES = ("read", "grep", "bash", "exec", "explore", "other")
 
 _BY_NAME = {
     "read": {"read", "read_file", "notebookread", "view_image", "open_file"},
-    "grep": {"grep", "glob", "search", "rg", "search_files", "find_files", "file_search"},
+    "grep": {
+        "grep",
+        "glob",
+        "search",
+        "rg",
+        "search_files",
+        "find_files",
+        "file_search",
+        "ls",
+        "list_files",
+        "list_dir",
+        "list_directory",
+        "tree",
+    },  # finding files: the Grep/Glob family of seed 004
     "bash": {"bash", "bashoutput", "shell", "shell_command", "local_shell", "run_shell", "run_command"},
     "exec": {"exec_command", "exec", "write_stdin", "command_execution"},
-    "explore": {"ls", "list_files", "list_dir", "list_directory", "tree"},
+    "explore": {"explore"},  # a code-exploration tool returning dense excerpts (seed 004's codegraph_explore)
 }
 _LOOKUP = {name: category for category, names in _BY_NAME.items() for name in names}
 
