@@ -15,14 +15,16 @@ trial_id, turn) stay NA unless the source states them; the parse stage fills the
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 
 import pandas as pd
 
 from kit import schema
 from kit.transcripts import claude_session, claude_stream, codex_exec, codex_rollout, provider_log, sdk_record
-from kit.transcripts._base import Issues, Parsed, TranscriptError
+from kit.transcripts._base import Issues, Parsed, Shared, TranscriptError
 from kit.transcripts._detect import detect
 
 READERS = {
@@ -43,7 +45,7 @@ def read(paths: str | Path | Iterable[str | Path], format: str = "auto", strict:
     """Canonical request rows of every transcript in ``paths`` (files, or folders searched for *.jsonl/*.txt)."""
     parsed = _parse(paths, format, strict)
     df = schema.requests_frame(parsed.rows)
-    df.attrs = {"issues": parsed.attrs.pop("issues"), **parsed.attrs}
+    df.attrs = {"issues": Shared(parsed.attrs.pop("issues")), **{k: Shared(v) for k, v in parsed.attrs.items()}}
     return df
 
 
@@ -51,7 +53,7 @@ def tool_results(paths: str | Path | Iterable[str | Path], format: str = "auto")
     """One row per tool result (schema.TOOL_RESULT_COLUMNS); ``cycle`` is the first request carrying it."""
     parsed = _parse(paths, format, strict=False)
     df = schema.frame(parsed.tools, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
-    df.attrs = {"issues": parsed.attrs["issues"]}
+    df.attrs = {"issues": Shared(parsed.attrs["issues"])}
     return df
 
 
@@ -72,10 +74,12 @@ def _parse(paths: str | Path | Iterable[str | Path], format: str, strict: bool) 
     issues = Issues(strict=strict)
     groups: dict[str, list[Path]] = {}
     order: dict[str, int] = {}
-    digests: dict[str, Path] = {}
-    for path in _files(paths):
+    digests: dict[object, Path] = {}
+    files = _files(paths)
+    shared = _shared(files)
+    for path in files:
         try:
-            digest = _digest(path)
+            digest = _digest(path, shared)
             if digest in digests:
                 issues.add(path, 0, f"duplicate of {digests[digest]} (same content); counted once")
                 continue
@@ -98,9 +102,49 @@ def _parse(paths: str | Path | Iterable[str | Path], format: str, strict: bool) 
     return out
 
 
-def _digest(path: Path) -> str | None:
-    """Content hash (streamed) for spotting the same transcript given twice; None for an empty file."""
-    if path.stat().st_size == 0:
+FIRST_BLOCK = 1 << 16
+
+
+def _shared(files: list[Path]) -> set[object]:
+    """The sizes, and (size, first-block hash) pairs, that more than one file has: only such files can be copies.
+
+    Hashing every file would read a whole corpus once more before parsing it; most files differ in size,
+    and files of the same size mostly differ in their first block already.
+    """
+    sized = []
+    for path in files:
+        with suppress(OSError):
+            sized.append((path, path.stat().st_size))
+    counts = Counter(size for _, size in sized)
+    shared: set[object] = {size for size, count in counts.items() if count > 1}
+    heads: set[tuple[int, str]] = set()
+    for path, size in sized:
+        if size in shared:
+            with suppress(OSError):
+                key = (size, _head(path))
+                (shared if key in heads else heads).add(key)
+    return shared
+
+
+def _head(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read(FIRST_BLOCK)).hexdigest()
+
+
+def _digest(path: Path, shared: set[object]) -> object:
+    """What identifies the file's content, for spotting the same transcript given twice; None if empty.
+
+    The size where no other file has it, else the hash of the first block where no other file of that
+    size starts the same, else the hash of the whole content (streamed).
+    """
+    size = path.stat().st_size
+    if size == 0:
         return None
     with open(path, "rb") as handle:
+        if size not in shared:
+            return ("size", size)
+        head = hashlib.sha256(handle.read(FIRST_BLOCK)).hexdigest()
+        if (size, head) not in shared:
+            return ("head", size, head)
+        handle.seek(0)
         return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -20,7 +20,7 @@ from kit.transcripts._tools import result_row, text_chars
 BACKEND = "claude"
 
 
-@dataclass
+@dataclass(slots=True)
 class _Response:
     cycle: int
     first_line: int
@@ -50,8 +50,8 @@ class Responses:
     tools: list[dict] = field(default_factory=list)
 
     def add(self, line: int, message: dict, request_id: object, sidechain: bool, timestamp: object) -> _Response:
-        key = message.get("id") or request_id or f"line {line}"
-        resp = self.by_key.get(str(key))
+        key = str(message.get("id") or request_id or f"line {line}")
+        resp = self.by_key.get(key)
         if resp is None:
             resp = _Response(
                 cycle=len(self.by_key),
@@ -63,7 +63,7 @@ class Responses:
                 started_at=timestamp if isinstance(timestamp, str) else None,
                 sidechain=sidechain,
             )
-            self.by_key[str(key)] = resp
+            self.by_key[key] = resp
         else:
             resp.last_line = line
             resp.sidechain = resp.sidechain and sidechain
@@ -87,7 +87,7 @@ class Responses:
             self.tools.append(result_row(cycle + 1, name, chars, error))
 
     def rows(self) -> list[dict]:
-        rows = []
+        rows, path = [], str(self.path)
         for resp in self.by_key.values():
             try:
                 usage = _usage.anthropic(resp.usage)
@@ -100,7 +100,7 @@ class Responses:
                     "backend": BACKEND,
                     "model": resp.model,
                     "source_format": self.fmt,
-                    "source_path": str(self.path),
+                    "source_path": path,
                     "source_line": resp.last_line,
                     **usage,
                     "tool_calls": len(resp.tool_use_ids),

@@ -33,6 +33,8 @@ def unknown() -> dict:
 
 def _count(obj: Mapping, key: str) -> int | None:
     value = obj.get(key)
+    if type(value) is int and value >= 0:  # the common case first: this runs for every count of every row
+        return value
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
