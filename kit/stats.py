@@ -10,7 +10,7 @@ claim that depends on the cache needs >= 3 batches plus a non-isolated control
 
 Intervals: inside one interleaved batch, trials are paired by run and resampled together. The default
 is the studentized bootstrap (bootstrap-t) of the log ratio: in the known-truth study
-(``studies/known_truth.md``, 1,000 batches of 5 runs per arm) scipy's BCa interval held the true ratio
+(``bench/known_truth.md``, 1,000 batches of 5 runs per arm) scipy's BCa interval held the true ratio
 in 83% of batches, bootstrap-t in 94.6%, at about twice the width; BCa, percentile and basic
 (``scipy.stats.bootstrap``) remain available through ``method``. Across batches, a two-level bootstrap
 resamples batches, then runs within each chosen batch (numpy, percentile interval; scipy has no nested

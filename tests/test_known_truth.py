@@ -1,6 +1,6 @@
-"""The known-truth study (studies/known_truth.py): its agent loop, its truth, and the coverage of kit.stats.ratio.
+"""The known-truth study (bench/known_truth.py): its agent loop, its truth, and the coverage of kit.stats.ratio.
 
-The committed table is ``studies/known_truth.md``. Here: the study's in-process loop sends the SDK agent's
+The committed table is ``bench/known_truth.md``. Here: the study's in-process loop sends the SDK agent's
 exact requests; the truth reproduces from fresh forced trials; 40 simulated batches (CI) keep the default
 interval's coverage above a loose floor; 200 batches (slow) check the acceptance band as far as 200
 batches can: a coverage estimated from 200 batches has a binomial standard error of about 1.5 points, so
@@ -24,7 +24,7 @@ from kit.agents import sdk
 from kit.provider import log as provider_log
 from kit.provider import serve, wire_openai
 
-STUDY = Path(__file__).resolve().parent.parent / "studies" / "known_truth.py"
+STUDY = Path(__file__).resolve().parent.parent / "bench" / "known_truth.py"
 
 
 def _load():
