@@ -155,3 +155,20 @@ def test_policy_gives_up_when_the_manifest_cannot_be_read():
             Message("tool", "error: no such file", tool_call_id=f"c{cycle}", is_error=True),
         ]
     raise AssertionError("policy kept retrying a failing read")
+
+
+def test_user_repository_mode_copies_read_only_and_reports_no_grade(tmp_path):
+    repo = tmp_path / "mine"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "a.py").write_text("import os\n\ndef run(cfg):\n    return cfg.get('k')\n")
+    (repo / "notes.txt").write_text("not python\n")
+    before = {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    pack = get("batch-read", repo=str(repo), globs=["src/**/*.py"])
+    work = tmp_path / "work"
+    work.mkdir()
+    pack.prepare(work)
+    assert sorted(str(p.relative_to(work)) for p in work.rglob("*") if p.is_file()) == ["src/a.py"]
+    assert {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()} == before
+    assert pack.grade("anything").score is None and "no ground truth" in pack.grade("anything").detail
+    assert "MANIFEST" not in pack.prompts_for(0)[0]
+    assert pack.describe()["repo_sha256"]

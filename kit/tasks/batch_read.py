@@ -28,7 +28,7 @@ from typing import Any
 
 from kit.design import Arm
 from kit.provider.policy import Conversation, Reply, ToolCall
-from kit.tasks import tooluse
+from kit.tasks import tooluse, userrepo
 from kit.tasks.base import Grade
 
 MODULES = (
@@ -60,6 +60,11 @@ PLACEBO = (
     "case so the answer reads as one document."
 )
 MARKER = "Promise.allSettled"
+REPO_PROMPT = (
+    "Investigate the Python modules in the current directory. For every module, report its public functions, "
+    "the configuration keys it reads, and the modules it imports, as a markdown table with one row per module "
+    "(columns: module, public functions, config keys, imports)."
+)
 
 
 @dataclass(frozen=True)
@@ -212,7 +217,13 @@ class BatchReadPack:
     preset: str = "small"
     p_batch: float = 0.9
     q_batch: float = 0.15
+    repo: str | None = None  # seed 001's run-real: the user's repository (read-only copy) instead of the fixture
+    globs: list[str] = field(default_factory=list)
+    prompt: str | None = None  # replaces the question (e.g. for a user repository)
     name: str = "batch-read"
+
+    def __post_init__(self) -> None:
+        self._repo = userrepo.optional(self.repo, self.globs)
 
     @property
     def true_effect(self) -> str:
@@ -228,7 +239,7 @@ class BatchReadPack:
         }
 
     def prompts(self) -> list[str]:
-        return [PROMPT]
+        return [self.prompt or (REPO_PROMPT if self._repo else PROMPT)]
 
     def prompts_for(self, run: int) -> list[str]:
         return self.prompts()
@@ -240,6 +251,9 @@ class BatchReadPack:
         return generate(self.seed, self.preset)
 
     def prepare(self, workdir: Path) -> None:
+        if self._repo is not None:
+            self._repo.copy_into(workdir)
+            return
         for rel, text in self.fixture().files.items():
             path = workdir / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -249,9 +263,14 @@ class BatchReadPack:
         return BatchReadPolicy(self.p_batch, self.q_batch)
 
     def grade(self, answer: str) -> Grade:
+        if self._repo is not None or self.prompt:
+            return userrepo.NO_TRUTH if self._repo is not None else Grade(None, "no ground truth for a custom prompt")
         return grade(answer, self.fixture())
 
     def describe(self) -> dict[str, Any]:
+        if self._repo is not None:
+            base = {"task": self.name, "p_batch": self.p_batch, "q_batch": self.q_batch, "prompt": self.prompts()[0]}
+            return {**base, "true_effect": self.true_effect, **self._repo.describe()}
         digest = hashlib.sha256("".join(f"{k}\0{v}" for k, v in sorted(self.fixture().files.items())).encode())
         return {
             "task": self.name,
