@@ -22,8 +22,8 @@ own time per request (``server_ms`` from its log) is shown beside it.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -48,16 +48,17 @@ def _rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def _serve(conn: Any, capacity: int, log_path: str) -> None:
-    """The provider process: serve until told to stop; answer "stats" with the cache's resident tokens."""
+def _serve(capacity: int, log_path: str) -> None:
+    """The provider process (``soak.py --serve``): prints its base URL, then answers each line on stdin
+    with the cache's resident tokens, until stdin closes."""
     from kit import tasks
     from kit.provider import serve
 
     policy = tasks.get("batch-read").policy()
     with serve(profile="openai-implicit", policy=policy, capacity_tokens=capacity, log_path=log_path) as provider:
-        conn.send(provider.base_url)
-        while (message := conn.recv()) != "stop":
-            conn.send({"resident_tokens": provider.engine.resident_tokens, "asked": message})
+        print(provider.base_url, flush=True)
+        for _ in sys.stdin:
+            print(provider.engine.resident_tokens, flush=True)
 
 
 @dataclass
@@ -65,7 +66,7 @@ class _Tally:
     """What the clients saw, shared under a lock: (time, latency) per response and failed trials."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    latencies: list[tuple[float, float]] = field(default_factory=list)
+    latencies: list[tuple[float, float]] = field(default_factory=list)  # (wall-clock start, seconds)
     failed: list[tuple[float, str]] = field(default_factory=list)
     trials: int = 0
 
@@ -101,10 +102,14 @@ def _client(index: int, base_url: str, until: float, workdir: Path, out_root: Pa
         now = time.monotonic()
         with tally.lock:
             tally.trials += 1
-            tally.latencies += [(now, r["wall_s"]) for r in records]
+            tally.latencies += [(_wall(r["started_at"]), r["wall_s"]) for r in records]
             if reason:
                 tally.failed.append((now, reason))
         n += 1
+
+
+def _wall(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
 
 
 def _read_log(log_path: Path) -> tuple[dict[int | None, int], list[tuple[float, float]]]:
@@ -115,7 +120,7 @@ def _read_log(log_path: Path) -> tuple[dict[int | None, int], list[tuple[float, 
         for line in fh:
             record = orjson.loads(line)
             counts[record.get("status")] = counts.get(record.get("status"), 0) + 1
-            server.append((datetime.fromisoformat(record["ts"]).timestamp(), record["server_ms"]))
+            server.append((_wall(record["ts"]), record["server_ms"]))
     return counts, server
 
 
@@ -129,14 +134,12 @@ def soak(
     """Run the soak; returns ``{"windows": [...], "summary": {...}, "ok": bool}``."""
     tmp = Path(tempfile.mkdtemp(prefix="kit-soak-"))
     log_path = tmp / "provider_log.jsonl"
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe()
-    server = ctx.Process(target=_serve, args=(child, capacity_tokens, str(log_path)), daemon=True)
-    server.start()
+    argv = [sys.executable, __file__, "--serve", str(capacity_tokens), str(log_path)]
+    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        if not parent.poll(60):
-            raise RuntimeError("the provider process did not start")
-        base_url = parent.recv()
+        base_url = server.stdout.readline().strip()
+        if not base_url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"the provider process did not start (said {base_url!r})")
         from kit import tasks
 
         workdir = tmp / "work" / "repo_a"
@@ -153,17 +156,19 @@ def soak(
             thread.start()
         samples = []  # (t, rss_mb, resident_tokens)
         while any(t.is_alive() for t in clients):
-            parent.send("stats")
-            resident = parent.recv()["resident_tokens"]
+            server.stdin.write("stats\n")
+            server.stdin.flush()
+            resident = int(server.stdout.readline())
             samples.append((time.monotonic(), _rss_mb(server.pid), resident))
             time.sleep(1.0)
-        parent.send("stop")
-        server.join(30)
+        server.stdin.close()
+        server.wait(30)
         statuses, server_ms = _read_log(log_path)
-        server_ms = [(t - wall_start + start, ms) for t, ms in server_ms]  # onto the monotonic clock
+        server_ms = [(t - wall_start + start, ms) for t, ms in server_ms]  # wall clock onto the monotonic one
+        tally.latencies = [(t - wall_start + start, s) for t, s in tally.latencies]
         log_mb = log_path.stat().st_size / 1e6
     finally:
-        if server.is_alive():
+        if server.poll() is None:
             server.kill()
         shutil.rmtree(tmp, ignore_errors=True)
     return _verdict(
@@ -241,6 +246,10 @@ def _table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve"]:
+        _serve(int(argv[1]), argv[2])
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=10.0, help="length of the soak (<= 10 for a local run)")
     ap.add_argument("--concurrency", type=int, default=16, help="trials running at once")

@@ -1,11 +1,15 @@
-"""Notebook parameters: one table of what each parameter accepts, checked in the first cell.
+"""Notebook parameters: one table per notebook of what each parameter accepts, checked in the first cell.
 
 A wrong parameter stops the notebook before any work with a message that names the parameter
-and the accepted values (``kit.design.ParamError``).
+and the accepted values (``kit.design.ParamError``). That includes a name the notebook does not
+declare: papermill injects unknown parameters with only a warning (a typo such as ``runs_per_armm``
+would silently run the default), so ``collect`` reads the names papermill injected from the kernel's
+input history (``In``: the cell that papermill heads ``# Parameters``) and refuses any it does not know.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +45,7 @@ RUN = [
         lambda v: all(c.isalnum() or c in "-_." for c in v) and v not in ("", ".", ".."),
         optional=True,
     ),
-    Param("task", (str,), "a task pack name"),
+    Param("task", (str,), "a task pack name", lambda v: bool(v)),
     Param(
         "arms",
         (list,),
@@ -62,7 +66,7 @@ RUN = [
     Param("arm_defs", (dict,), "a mapping arm name -> arm definition"),
     Param("backend_options", (dict,), "a mapping of backend options (e.g. codex_bin, claude_bin, effort)"),
     Param("retry_failed", (bool,), "true or false"),
-    Param("profile", (str,), "a cache profile name, or None for the backend's default", optional=True),
+    Param("profile", (str,), "a cache profile name, or None for the backend's default", lambda v: bool(v), True),
     Param(
         "salt",
         (str,),
@@ -74,16 +78,74 @@ RUN = [
     Param("timeout_s", (int, float), "seconds > 0", lambda v: v > 0),
     Param("max_cycles", (int,), "an integer >= 1", lambda v: v >= 1),
 ]
-BATCH_DIR = [Param("batch_dir", (str,), "an existing batch folder path", lambda v: bool(v))]
+_BATCH = Param(
+    "batch",
+    (str,),
+    "a batch folder name under outputs_dir, or None for the latest batch",
+    lambda v: all(c.isalnum() or c in "-_." for c in v) and v not in ("", ".", ".."),
+    optional=True,
+)
+_OUTPUTS_DIR = Param("outputs_dir", (str,), "a folder path", lambda v: bool(v))
+_BATCH_DIR = Param("batch_dir", (str,), "an existing batch folder path, or None", lambda v: bool(v), optional=True)
+_SEED = Param("seed", (int,), "an integer >= 0", lambda v: v >= 0)
+_N_RESAMPLES = Param("n_resamples", (int,), "an integer >= 100", lambda v: v >= 100)
+_CONFIDENCE = Param("confidence", (float,), "a number strictly between 0 and 1", lambda v: 0 < v < 1)
+_ALLOW_STITCH = Param("allow_stitch", (bool,), "true or false")
+BATCH_DIR = [_BATCH_DIR]
+# The stages after run: which batch folder they work on.
+PARSE = [_BATCH, _OUTPUTS_DIR, _BATCH_DIR, Param("strict", (bool,), "true or false")]
 ANALYZE = [
-    Param("batch_dirs", (list,), "a non-empty list of batch folder paths", _str_list),
-    Param("baseline", (str,), "an arm name present in the batch, or None for the first arm", optional=True),
-    Param("n_resamples", (int,), "an integer >= 100", lambda v: v >= 100),
-    Param("confidence", (float,), "a number strictly between 0 and 1", lambda v: 0 < v < 1),
-    Param("allow_stitch", (bool,), "true or false"),
+    _BATCH,
+    _OUTPUTS_DIR,
+    _BATCH_DIR,
+    Param("batch_dirs", (list,), "None, or a non-empty list of batch folder paths", _str_list, optional=True),
+    Param(
+        "baseline",
+        (str,),
+        "an arm name present in the batch, or None for the first arm",
+        lambda v: bool(v),
+        optional=True,
+    ),
+    _N_RESAMPLES,
+    _CONFIDENCE,
+    _ALLOW_STITCH,
     Param("warmth_levels", (int,), "an integer from 2 to 101", lambda v: 2 <= v <= 101),
     Param("window_tokens", (int,), "an integer >= 1000", lambda v: v >= 1000),
+    _SEED,
 ]
+PLOT = [_BATCH, _OUTPUTS_DIR, _BATCH_DIR]
+
+
+def _globs(v: Any) -> bool:
+    return (isinstance(v, str) and bool(v)) or _str_list(v)
+
+
+def _pairs(v: Any) -> bool:
+    return isinstance(v, list) and len(v) > 0 and all(_str_list(p) and len(p) == 2 for p in v)
+
+
+def _name(v: str) -> bool:
+    return bool(v) and all(c.isalnum() or c in "-_" for c in v)
+
+
+EXPLORE = [
+    Param("batch_glob", (str, list), "a glob of batch folders, or a non-empty list of globs", _globs),
+    Param("pairs", (list,), "None (every comparison), or a non-empty list of [arm, baseline] pairs", _pairs, True),
+    Param(
+        "metrics",
+        (list,),
+        "a non-empty list of trial metric names (total_tokens, uncached_input_tokens, …)",
+        lambda v: _str_list(v) and all(_name(m) for m in v),
+    ),
+    _ALLOW_STITCH,
+    Param("curve", (str,), "a batch id, 'pooled', or None (the first batch with the pair)", lambda v: bool(v), True),
+    Param("figure", (str,), "a figure name such as ratio_forest (figures/<name>.png)", _name),
+    _N_RESAMPLES,
+    _CONFIDENCE,
+    _SEED,
+]
+NOTEBOOKS = {"run": RUN, "parse": PARSE, "analyze": ANALYZE, "plot": PLOT, "explore": EXPLORE}
+INJECTED_HEADER = "# Parameters\n"  # how papermill heads the cell it injects (its Python translator)
 
 
 def validate(values: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
@@ -102,3 +164,29 @@ def validate(values: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
             raise ParamError(p.name, f"got {v!r}", p.accepted)
         out[p.name] = v
     return out
+
+
+def injected_names(history: list[str] | None) -> list[str]:
+    """The names papermill's injected cell(s) assigned, from a kernel's input history (``In``), in order."""
+    names: list[str] = []
+    for source in history or []:
+        if isinstance(source, str) and source.startswith(INJECTED_HEADER):
+            for node in ast.parse(source).body:
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                names += [t.id for t in targets if isinstance(t, ast.Name) and t.id not in names]
+    return names
+
+
+def check_names(names: list[str], spec: list[Param]) -> None:
+    """Refuse a parameter name the notebook does not declare (papermill's own ``PAPERMILL_*`` paths pass)."""
+    known = [p.name for p in spec]
+    for name in names:
+        if name not in known and not name.startswith("PAPERMILL_"):
+            raise ParamError(name, "unknown parameter for this notebook", known)
+
+
+def collect(namespace: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
+    """A notebook's first step (``params.collect(globals(), params.X)``): the injected names checked, then
+    every declared parameter's value; returns the values. Interactive runs have no injected cell."""
+    check_names(injected_names(namespace.get("In")), spec)
+    return validate({p.name: namespace[p.name] for p in spec if p.name in namespace}, spec)

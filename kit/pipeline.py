@@ -2,7 +2,10 @@
 
 Each stage is executed into ``outputs/<batch>/<stage>.ipynb`` and exported to HTML beside it.
 The first failure stops the pipeline; papermill has already saved the failing notebook with its
-error, and we export that one to HTML too, so the failure is readable where the batch lives.
+error, and we export that one to HTML too, so the failure is readable where the batch lives. When
+the kernel itself died (killed, out of memory) or a cell timed out, papermill saves the notebook
+without any error in it; the error is then written into the cell that was running, so the saved
+notebook always says why the stage stopped.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import yaml
 from nbconvert import HTMLExporter
 from tqdm import tqdm
 
+from kit.design import ParamError
+from kit.layout import atomic_write, write_text
 from kit.redact import redact_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,17 +75,21 @@ def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True,
         params["batch"] = new_batch_id(str(params.get("task", "batch")))
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(params["batch"])):
         raise ValueError(f"parameter 'batch': {params['batch']!r} is not a folder name; accepted: letters, digits, -_.")
+    declared = {stage: papermill.inspect_notebook(str(NOTEBOOKS / f"{stage}.ipynb")) for stage in STAGES}
+    known = sorted({name for names in declared.values() for name in names})
+    unknown = sorted(set(params) - set(known))
+    if unknown:  # a typo would otherwise run the default silently: no notebook would receive it
+        raise ParamError(unknown[0], "unknown parameter (no stage notebook declares it)", known)
     folder = ROOT / params["outputs_dir"] / params["batch"]  # an absolute outputs_dir stays as it is
     folder.mkdir(parents=True, exist_ok=True)
     for stage in tqdm(stages, desc=f"batch {params['batch']}", unit="notebook", disable=not progress):
         out = folder / f"{stage}.ipynb"
         source = str(NOTEBOOKS / f"{stage}.ipynb")
-        declared = papermill.inspect_notebook(source)  # pass each notebook only what it declares
         try:
             papermill.execute_notebook(
                 source,
                 str(out),
-                parameters={k: v for k, v in params.items() if k in declared},
+                parameters={k: v for k, v in params.items() if k in declared[stage]},  # only what it declares
                 cwd=str(ROOT),
                 progress_bar=False,
                 execution_timeout=timeout_s,
@@ -88,6 +97,7 @@ def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True,
             )
         except Exception as exc:
             if out.exists():
+                record_failure(out, exc)
                 export_html(out)
             raise StageFailed(stage, out, exc) from exc
         export_html(out)
@@ -104,10 +114,24 @@ def _kernel_path(path: Path) -> str:
     return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(full)
 
 
+def record_failure(notebook: Path, exc: Exception) -> None:
+    """Make sure the saved ``notebook`` shows ``exc``: unless a cell already holds an error, the error goes
+    into the last cell that started (the one that was running) and the notebook is marked as failed."""
+    nb = nbformat.read(notebook, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    if not cells or any(o.get("output_type") == "error" for c in cells for o in c.get("outputs", [])):
+        return
+    started = [c for c in cells if c.metadata.get("papermill", {}).get("start_time")]
+    cell = started[-1] if started else cells[0]
+    name, message = type(exc).__name__, redact_text(str(exc))
+    cell.outputs.append(nbformat.v4.new_output("error", ename=name, evalue=message, traceback=[f"{name}: {message}"]))
+    cell.metadata.setdefault("papermill", {}).update(exception=True, status="failed")
+    nb.metadata.setdefault("papermill", {})["exception"] = True
+    atomic_write(notebook, lambda tmp: nbformat.write(nb, tmp))
+
+
 def export_html(notebook: Path) -> Path:
     """The executed notebook as HTML for write-ups (images embedded; secrets redacted)."""
     nb = nbformat.read(notebook, as_version=4)
     html, _ = HTMLExporter(embed_images=True).from_notebook_node(nb)
-    target = notebook.with_suffix(".html")
-    target.write_text(redact_text(html))
-    return target
+    return write_text(notebook.with_suffix(".html"), redact_text(html))

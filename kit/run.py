@@ -4,6 +4,13 @@
 trials whose ``meta.json`` exists (a trial writes it last), moves an interrupted trial's partial
 folder aside untouched and runs it again, and reruns failed trials only with ``retry_failed``.
 A failed trial is recorded with its reason, never dropped.
+
+Faults a trial's backend meets (a CLI killed, a dropped connection, a hang past ``timeout_s``) make
+the trial ``failed`` in its ``meta.json``. A trial that cannot even be recorded (its folder became
+read-only, the disk filled) is listed under ``trial_errors`` in the manifest; the other trials go on,
+and the stage then raises ``RunIncomplete`` naming it, so the notebook stops with the reason and a
+re-run (once the cause is fixed) runs exactly the trials still missing. An interrupt (Ctrl-C, a
+papermill timeout) lets running trials finish and starts no new one.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from kit import design, provenance, tasks
 from kit.agents import claude, codex, sdk
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.design import Arm, ParamError, Slot
-from kit.layout import BatchDir, sha256_tree, write_json, write_text
+from kit.layout import BatchDir, atomic_write, sha256_tree, write_json, write_text
 from kit.params import RUN, validate
 from kit.redact import redact
 
@@ -68,6 +75,18 @@ IDENTITY = (
     "seed",
     "task_options",
 )
+
+
+class RunIncomplete(RuntimeError):
+    """Some trials could not be recorded; ``errors`` maps each trial id to its reason."""
+
+    def __init__(self, batch_dir: Path, errors: dict[str, str]) -> None:
+        listed = "; ".join(f"{t}: {why}" for t, why in sorted(errors.items()))
+        super().__init__(
+            f"{len(errors)} trial(s) of {batch_dir} could not be recorded ({listed}); fix the cause and run the "
+            "batch again: the missing trials run, the recorded ones are kept"
+        )
+        self.batch_dir, self.errors = batch_dir, errors
 
 
 @dataclass(frozen=True)
@@ -113,6 +132,7 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
     slots = [Slot(**s) for s in manifest["schedule"]]
     todo = [s for s in slots if _needs_run(bd, s, cfg.params["retry_failed"])]
     workdirs = _prepare_workdirs(cfg, bd)
+    errors: dict[str, str] = {}
     with _provider(cfg, bd, manifest["salt"]) as (base_url, log_path):
         counters = {"failed": 0, "tokens": 0}
         bar = tqdm(
@@ -125,21 +145,34 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
         lock = threading.Lock()
 
         def one(slot: Slot) -> None:
-            meta = _run_trial(cfg, bd, slot, workdirs[slot.arm], base_url, log_path)
+            try:
+                meta = _run_trial(cfg, bd, slot, workdirs[slot.arm], base_url, log_path)
+            except Exception as exc:  # the trial could not be recorded in its folder: say so, go on
+                meta = {"status": "error"}
+                errors[slot.trial_id] = redact(f"{type(exc).__name__}: {exc}")
             with lock:
                 counters["failed"] += meta["status"] != "ok"
                 counters["tokens"] += meta.get("total_tokens") or 0
                 bar.set_postfix(failed=counters["failed"], tokens=counters["tokens"])
                 bar.update(1)
 
-        with ThreadPoolExecutor(max_workers=cfg.params["concurrency"]) as pool:
+        pool = ThreadPoolExecutor(max_workers=cfg.params["concurrency"])
+        try:
             for future in [pool.submit(one, s) for s in todo]:  # submitted (and started) in schedule order
                 future.result()
-        bar.close()
+        finally:  # on an interrupt, running trials finish (and are recorded) but no new one starts
+            pool.shutdown(wait=True, cancel_futures=True)
+            bar.close()
     manifest.update(
-        ended_at=_now(), status="complete", raw_sha256=sha256_tree(bd.raw), backend_versions=_backend_versions(bd)
+        ended_at=_now(),
+        status="incomplete" if errors else "complete",
+        trial_errors=errors,
+        raw_sha256=sha256_tree(bd.raw),
+        backend_versions=_backend_versions(bd),
     )
     write_json(bd.manifest, redact(manifest))
+    if errors:
+        raise RunIncomplete(bd.root, errors)
     return bd.root
 
 
@@ -371,7 +404,7 @@ def _copy_log_lines(log_path: Path, offset: int, trial_id: str, dest: Path) -> i
                 lines.append(line)
                 usage = orjson.loads(line).get("usage") or {}
                 total += (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)
-    dest.write_bytes(b"".join(lines))
+    atomic_write(dest, lambda tmp: tmp.write_bytes(b"".join(lines)))
     return total
 
 
@@ -379,7 +412,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-__all__ = ["RunConfig", "configure", "run_batch"]
+__all__ = ["RunConfig", "RunIncomplete", "configure", "run_batch"]
 
 
 def summary(batch_dir: Path) -> pd.DataFrame:

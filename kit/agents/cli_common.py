@@ -6,6 +6,15 @@ leaves no stray children (MCP servers, shell commands) behind. The environment i
 allow-list, never inherited wholesale: a user's keys, proxies or CLI settings must not leak into a
 trial (a planted OPENAI_API_KEY would otherwise reach a CLI talking to the embedded provider).
 Command lines are recorded with secrets masked; binaries are probed once for their version.
+
+Network: against the embedded provider a CLI reaches nothing but loopback. The model endpoint is the
+provider's loopback URL (Codex: ``model_provider=kit`` with ``base_url``; Claude Code:
+``ANTHROPIC_BASE_URL``); no proxy variable is passed on; Codex runs with analytics, plugins, memories
+and multi-agent off, no MCP server but the kit's stdio one, and a read-only sandbox; Claude Code runs
+with ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` and ``DISABLE_TELEMETRY=1`` (no update check,
+telemetry or error reporting) and ``--strict-mcp-config``. tests/test_security.py runs both CLIs in a
+network namespace that has only loopback, with every proxy variable pointing at a loopback trap that
+records any connection, and checks that every request reached the provider's log.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import orjson
 
 import kit
 from kit.agents.base import TrialSpec
+from kit.layout import atomic_write
 from kit.redact import MASK, SECRET_NAME, redact
 
 TOOLS_BIN = Path(kit.__file__).resolve().parents[1] / ".tools" / "node_modules" / ".bin"
@@ -205,7 +215,8 @@ def write_runs(out_dir: Path, runs: list[Completed]) -> None:
         {"turn": i + 1, "command": r.command, "returncode": r.returncode, "timed_out": r.timed_out, "wall_s": r.wall_s}
         for i, r in enumerate(runs)
     ]
-    (out_dir / RUNS_FILE).write_bytes(orjson.dumps(records, option=orjson.OPT_INDENT_2) + b"\n")
+    data = orjson.dumps(records, option=orjson.OPT_INDENT_2) + b"\n"
+    atomic_write(out_dir / RUNS_FILE, lambda tmp: tmp.write_bytes(data))
 
 
 def trial_home(spec: TrialSpec, cli: str) -> Path:

@@ -1,7 +1,9 @@
 """The SDK agents' read-only file tools, confined to the task's fixture folder.
 
 Paths are resolved (symlinks included) and must stay inside the root: a trial can never read
-outside the repository it was given, whatever the model asks for.
+outside the repository it was given, whatever the model asks for (``..``, absolute paths, symlinks
+out of the root, symlink loops and NUL bytes are refused as tool errors, which the model sees; a
+listing leaves out what resolves elsewhere). A file is read only up to what a reply can hold.
 
 ``SPECS`` are offered to every trial. ``EXTRA_SPECS`` are offered only to arms that list them in
 ``Arm.tools``: ``explore`` is a code-exploration tool in the style of codegraph's (seed 004) that
@@ -112,27 +114,32 @@ class FileTools:
             raise ToolError(f"bad arguments for {name}: {exc}") from exc
 
     def _inside(self, rel: str) -> Path:
-        path = (self.root / rel).resolve()
+        try:
+            path = (self.root / rel).resolve()
+        except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, an embedded NUL byte
+            raise ToolError(f"{rel!r} cannot be resolved: {exc}") from None
         if path != self.root and not path.is_relative_to(self.root):
             raise ToolError(f"{rel!r} is outside the repository")
         return path
+
+    def _listed(self, path: Path) -> bool:
+        try:
+            return path.is_file() and path.resolve().is_relative_to(self.root)
+        except (OSError, RuntimeError):
+            return False
 
     def list_files(self, path: str = ".") -> str:
         base = self._inside(path)
         if not base.is_dir():
             raise ToolError(f"{path!r} is not a directory")
-        files = sorted(
-            str(p.relative_to(self.root))
-            for p in base.rglob("*")
-            if p.is_file() and p.resolve().is_relative_to(self.root)
-        )
-        return "\n".join(files)
+        return "\n".join(sorted(str(p.relative_to(self.root)) for p in base.rglob("*") if self._listed(p)))
 
     def read_file(self, path: str) -> str:
         target = self._inside(path)
         if not target.is_file():
             raise ToolError(f"{path!r} is not a file")
-        return target.read_text(errors="replace")[:MAX_CHARS]
+        with target.open(errors="replace") as handle:  # never the whole of a huge file
+            return handle.read(MAX_CHARS)
 
     def grep(self, pattern: str, glob: str = "*") -> str:
         try:

@@ -11,6 +11,10 @@ resume: the whole transcript, tool output included, is re-sent). ``fresh`` start
 new conversation whose first user message holds a compact, bounded summary of the earlier turns'
 questions and final answers (``session_summary``), then the new question. Isolation is per trial, not
 per session: the cache-bust tool, the nonce and ``prompt_cache_key`` stay the same across sessions.
+
+``timeout_s`` bounds the whole trial, as for the CLI backends: each request may take only what is left
+of it. A request that times out, loses its connection or gets an error status ends the trial as
+``failed`` with the reason, keeping the responses recorded so far (no retries: a failure is seen).
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ class _OpenAIResponses:
     def add_user(self, text: str) -> None:
         self.items.append({"role": "user", "content": text})
 
-    def call(self) -> Any:
+    def call(self, timeout_s: float) -> Any:
         extra: dict[str, Any] = {}
         if self.spec.prompt_cache_key:
             extra["prompt_cache_key"] = self.spec.prompt_cache_key
@@ -92,7 +96,7 @@ class _OpenAIResponses:
             tools=self.tools,
             store=False,
             parallel_tool_calls=True,
-            timeout=self.spec.timeout_s,
+            timeout=timeout_s,
             **extra,
         )
 
@@ -144,7 +148,7 @@ class _AnthropicMessages:
         blocks.append({"type": "text", "text": text})
         self.messages.append({"role": "user", "content": blocks})
 
-    def call(self) -> Any:
+    def call(self, timeout_s: float) -> Any:
         system = [{"type": "text", "text": _system_text(self.spec), "cache_control": {"type": "ephemeral"}}]
         if self.spec.nonce_line:  # its own block at the system -> task boundary, after the shared system prompt
             system.append({"type": "text", "text": self.spec.nonce_line})
@@ -156,7 +160,7 @@ class _AnthropicMessages:
             system=system,
             messages=messages,
             tools=self.tools,
-            timeout=self.spec.timeout_s,
+            timeout=timeout_s,
         )
 
     def absorb(self, response: Any) -> tuple[list[tuple[str, str, dict]], str]:
@@ -200,43 +204,60 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
     record_path = spec.out_dir / "sdk_responses.jsonl"
     outcome.transcripts.append(record_path.name)
     adapter = ADAPTERS[backend](spec, spec.base_url)
+    deadline = time.monotonic() + spec.timeout_s
+    with JsonlWriter(record_path) as record, adapter.client:  # the client's connections close with the trial
+        try:
+            _loop(spec, adapter, files, record, outcome, deadline)
+        except (openai.APIError, anthropic.APIError) as exc:
+            left = deadline - time.monotonic()
+            why = f"timeout_s {spec.timeout_s:g} reached" if left <= 0 else f"{type(exc).__name__}: {exc}"
+            outcome.status, outcome.reason = "failed", f"turn {outcome.turns}: {why}"[:500]
+    return outcome
+
+
+def _loop(
+    spec: TrialSpec, adapter: Any, files: FileTools, record: JsonlWriter, outcome: TrialOutcome, deadline: float
+) -> None:
+    """The turns of one trial; fills ``outcome`` (status stays "ok" unless a limit is reached)."""
     answers = outcome.answers
     session = 1
-    with JsonlWriter(record_path) as record:
-        for turn in range(len(spec.prompts)):
-            if turn > 0 and spec.arm.session == "fresh":
-                adapter.start_session()
-                session += 1
-            adapter.add_user(sessions.turn_prompt(spec, turn, answers))
-            outcome.turns = turn + 1
-            while True:
-                if outcome.cycles >= spec.max_cycles:
-                    outcome.status, outcome.reason = (
-                        "failed",
-                        f"max_cycles {spec.max_cycles} reached in turn {turn + 1}",
-                    )
-                    return outcome
-                started, t0 = datetime.now(UTC).isoformat(), time.perf_counter()
-                response = adapter.call()
-                record.write(
-                    {
-                        "kit_sdk": 1,
-                        "api": adapter.api,
-                        "turn": turn + 1,
-                        "session": session,
-                        "cycle": outcome.cycles,
-                        "started_at": started,
-                        "wall_s": round(time.perf_counter() - t0, 6),
-                        "response": response.model_dump(mode="json"),
-                    }
+    for turn in range(len(spec.prompts)):
+        if turn > 0 and spec.arm.session == "fresh":
+            adapter.start_session()
+            session += 1
+        adapter.add_user(sessions.turn_prompt(spec, turn, answers))
+        outcome.turns = turn + 1
+        while True:
+            if outcome.cycles >= spec.max_cycles:
+                outcome.status, outcome.reason = (
+                    "failed",
+                    f"max_cycles {spec.max_cycles} reached in turn {turn + 1}",
                 )
-                outcome.cycles += 1
-                calls, text = adapter.absorb(response)
-                if not calls:
-                    outcome.answers.append(text)
-                    break
-                adapter.add_results([(cid, *_execute(files, spec, name, args)) for cid, name, args in calls])
-    return outcome
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                outcome.status, outcome.reason = "failed", f"turn {turn + 1}: timeout_s {spec.timeout_s:g} reached"
+                return
+            started, t0 = datetime.now(UTC).isoformat(), time.perf_counter()
+            response = adapter.call(left)
+            record.write(
+                {
+                    "kit_sdk": 1,
+                    "api": adapter.api,
+                    "turn": turn + 1,
+                    "session": session,
+                    "cycle": outcome.cycles,
+                    "started_at": started,
+                    "wall_s": round(time.perf_counter() - t0, 6),
+                    "response": response.model_dump(mode="json"),
+                }
+            )
+            outcome.cycles += 1
+            calls, text = adapter.absorb(response)
+            if not calls:
+                outcome.answers.append(text)
+                break
+            adapter.add_results([(cid, *_execute(files, spec, name, args)) for cid, name, args in calls])
 
 
 def _execute(files: FileTools, spec: TrialSpec, name: str, args: dict) -> tuple[str, bool]:

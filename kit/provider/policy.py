@@ -108,6 +108,7 @@ class Reply:
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     reasoning_tokens: int = 0
+    fault: Literal["drop", "hang"] | None = None  # tests only: the server cuts or withholds this reply
 
 
 class Policy(Protocol):

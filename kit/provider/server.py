@@ -8,19 +8,36 @@ append one line to the request log before the response leaves.
 
 Work per request is done inline on the event loop: it is CPU-bound, short (the tokeniser remembers
 blocks it has seen) and the engine is locked anyway, so a thread pool would only add hand-offs.
+Response, item and call ids come from a stream seeded by the seed, the caller, the trial and the prompt:
+clients send the ids back in later prompts, so random ids would make the same batch (seed, salt) cost a
+few tokens more or less on every run.
+
 Everything a request can get wrong becomes an error in that API's shape; the server keeps serving.
+That includes a body that is not JSON (a declared non-JSON ``content-type`` gets 415), too large (413),
+nested too deep (400) or sent too slowly (408 after ``body_timeout_s``: a slow client holds only its
+own connection). A connection that never finishes its headers never reaches the app; uvicorn keeps it
+open without blocking anyone else.
+
+Fault injection, for tests only and off unless a policy asks: a ``Reply`` whose ``fault`` is ``"drop"``
+is rendered, about half of its bytes are sent, and the connection is cut (a provider dropping a stream
+mid-response); ``"hang"`` sends nothing until the client gives up (a provider that stops answering).
+Both are logged with ``error`` saying so.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import ipaddress
 import logging
+import random
 import re
 import socket
 import tempfile
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,6 +62,8 @@ from kit.provider.policy import Conversation, EchoPolicy, Policy, Reply
 from kit.provider.prompt import ParsedRequest, PromptCounter, RequestError
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+BODY_TIMEOUT_S = 30.0
+SEEN_PROMPTS = 100_000  # prompts remembered for distinct ids on repeats (~10 MB at most)
 MODELS = ("sim-model", "sim-gpt", "sim-claude")
 _TRIAL = re.compile(rb"^/t/([^/]+)(/.*)$")
 _LOGGER = logging.getLogger(__name__)
@@ -98,17 +117,30 @@ def _api_key(request: Request) -> str:
     return request.headers.get("x-api-key") or (auth[7:] if auth.lower().startswith("bearer ") else auth)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, or a 413 once it exceeds ``limit`` (the rest is drained so the client sees the 413)."""
+def _check_content_type(request: Request) -> None:
+    """A declared media type must be JSON (``application/json``, ``…+json``); an absent one is read as JSON."""
+    declared = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if declared and declared != "application/json" and not declared.endswith("+json"):
+        raise _HttpError(415, f"content-type {declared!r} is not supported; send application/json")
+
+
+async def _read_body(request: Request, limit: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
+    """The body, or a 413 once it exceeds ``limit`` (the rest is drained so the client sees the 413), or a
+    408 when it has not fully arrived within ``timeout_s`` (a slow client must not hold a handler forever)."""
+    _check_content_type(request)
     declared = request.headers.get("content-length", "")
     too_large = declared.isdigit() and int(declared) > limit
     parts: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        too_large = too_large or size > limit
-        if not too_large:
-            parts.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                too_large = too_large or size > limit
+                if not too_large:
+                    parts.append(chunk)
+    except TimeoutError:
+        raise _HttpError(408, f"request body not received within {timeout_s:g} s") from None
     if too_large:
         raise _HttpError(413, f"request body exceeds the limit of {limit} bytes")
     return b"".join(parts)
@@ -154,6 +186,7 @@ class ProviderApp:
         clock: Callable[[], float],
         log: RequestLog,
         max_body_bytes: int = MAX_BODY_BYTES,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ):
         self.profile = profile
         self.policy = policy
@@ -164,6 +197,9 @@ class ProviderApp:
         self.clock = clock
         self.log = log
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
+        self._seen: OrderedDict[bytes, int] = OrderedDict()  # prompt -> times answered (for the id stream)
+        self._seen_lock = threading.Lock()
         self.bills_writes = profile.kind in ("openai_explicit", "anthropic")
         self.app = Starlette(
             routes=[
@@ -205,7 +241,7 @@ class ProviderApp:
     async def count_tokens(self, request: Request) -> Response:
         """Anthropic's token counter: the prompt's total tokens, without touching the cache."""
         try:
-            body = _load_json(await _read_body(request, self.max_body_bytes))
+            body = _load_json(await _read_body(request, self.max_body_bytes, self.body_timeout_s))
             wire_anthropic.parse_messages(body, require_max_tokens=False)
             tokens = sum(s.tokens for s in self.counter.anthropic(body))
         except _HttpError as exc:
@@ -232,7 +268,7 @@ class ProviderApp:
         request_id = wire_openai.new_id("req")
         headers = self.headers({"request-id" if api.anthropic else "x-request-id": request_id})
         try:
-            body = _load_json(await _read_body(request, self.max_body_bytes))
+            body = _load_json(await _read_body(request, self.max_body_bytes, self.body_timeout_s))
             fields.update(model=body.get("model"), stream=body.get("stream") is True)
             parsed = api.parse(body, seed=self.seed, trial_id=trial_id)
             fields["prompt_cache_key"] = parsed.prompt_cache_key
@@ -246,7 +282,12 @@ class ProviderApp:
                 raise RequestError("cache_control", str(exc)) from None
             reply = self.policy.reply(parsed.conversation)
             output_tokens = self._output_tokens(reply)
-            rendered = self._render(api, parsed, reply, result, output_tokens)
+            with wire_openai.id_stream(self._ids(domain, trial_id, segments)):
+                rendered = self._render(api, parsed, reply, result, output_tokens)
+        except (RecursionError, orjson.JSONEncodeError):  # nested deeper than the prompt renderer goes
+            message = "request body is nested too deeply"
+            self._log(fields, started, status=400, error=message)
+            return _error_response(api.anthropic, 400, message, headers=headers)
         except (_HttpError, RequestError) as exc:
             status, message = (exc.status, exc.message) if isinstance(exc, _HttpError) else (400, str(exc))
             param = exc.field if isinstance(exc, RequestError) else None
@@ -257,10 +298,22 @@ class ProviderApp:
             message = f"internal error in the simulated provider: {type(exc).__name__}: {exc}"
             self._log(fields, started, status=500, error=message)
             return _error_response(api.anthropic, 500, message, headers=headers)
+        if reply.fault == "hang":
+            self._log(fields, started, status=None, error="fault injected: hang (nothing sent; the client gave up)")
+            while not await request.is_disconnected():
+                await asyncio.sleep(0.05)
+            return Response(status_code=504)  # the client is gone; nothing reads this
+        payload = [orjson.dumps(rendered.body)] if rendered.body is not None else rendered.frames
+        fault = None
+        if reply.fault == "drop":
+            size = sum(map(len, payload))
+            payload = [b"".join(payload)[: size // 2]]
+            fault = f"fault injected: connection dropped after {size // 2} of {size} bytes"
         self._log(
             fields,
             started,
             status=200,
+            error=fault,
             response_id=rendered.response_id,
             usage={
                 "input_tokens": result.input_tokens,
@@ -274,11 +327,27 @@ class ProviderApp:
             tool_calls=len(reply.tool_calls),
             tool_results=_new_tool_results(parsed.conversation),
         )
+        if fault:
+            media = "application/json" if rendered.body is not None else "text/event-stream"
+            return StreamingResponse(_frames(payload, cut=True), media_type=media, headers=headers)
         if rendered.body is not None:
-            return Response(orjson.dumps(rendered.body), media_type="application/json", headers=headers)
+            return Response(payload[0], media_type="application/json", headers=headers)
         return StreamingResponse(
-            _frames(rendered.frames), media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
+            _frames(payload), media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
         )
+
+    def _ids(self, domain: str, trial_id: str | None, segments: list) -> random.Random:
+        """The response's id stream: a function of the seed, the caller, the trial, the whole prompt and how
+        often that prompt was seen before, so the same batch (seed, salt) gets the same ids (and so the same
+        prompt tokens) when it runs again, and no two responses share ids (a retry gets new ones)."""
+        key = "|".join([str(self.seed), domain, trial_id or "", *(s.digest for s in segments)]).encode()
+        digest = hashlib.blake2b(key, digest_size=16).digest()
+        with self._seen_lock:
+            seen = self._seen.pop(digest, 0)
+            self._seen[digest] = seen + 1
+            if len(self._seen) > SEEN_PROMPTS:  # bounded: the oldest prompts are forgotten first
+                self._seen.popitem(last=False)
+        return random.Random(digest + seen.to_bytes(8, "big"))
 
     def _output_tokens(self, reply: Reply) -> int:
         """Real tokens of the text and each call (name + JSON arguments), plus the hidden reasoning."""
@@ -318,9 +387,16 @@ class ProviderApp:
         self.log.write(record(**fields, **more, server_ms=round((time.perf_counter() - started) * 1000, 3)))
 
 
-async def _frames(frames: list[bytes]) -> Any:
+class _Dropped(Exception):
+    """Raised inside a response body to cut the connection (fault injection)."""
+
+
+async def _frames(frames: list[bytes], cut: bool = False) -> Any:
     for frame in frames:
         yield frame
+    if cut:
+        await asyncio.sleep(0.05)  # let the bytes reach the client before the connection is cut
+        raise _Dropped("fault injected: connection dropped mid-response")
 
 
 class _TrialPrefix:
@@ -412,11 +488,13 @@ def start(
     clock: Callable[[], float] | None = None,
     allow_non_loopback: bool = False,
     max_body_bytes: int = MAX_BODY_BYTES,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> Provider:
     """Start the provider in a background thread and return once it accepts connections.
 
     ``port=0`` picks a free port. ``log_path=None`` logs to a fresh temporary file. ``clock`` is the
-    cache engine's simulated time in seconds (default: wall-clock seconds since start).
+    cache engine's simulated time in seconds (default: wall-clock seconds since start). A request body
+    larger than ``max_body_bytes`` gets 413; one not received within ``body_timeout_s`` gets 408.
     """
     profile = load_profile(profile) if isinstance(profile, str) else profile
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
@@ -437,6 +515,7 @@ def start(
             clock=clock or _WallClock(),
             log=RequestLog(log_path),
             max_body_bytes=max_body_bytes,
+            body_timeout_s=body_timeout_s,
         )
     except BaseException:
         sock.close()
@@ -469,6 +548,7 @@ def serve(
     clock: Callable[[], float] | None = None,
     allow_non_loopback: bool = False,
     max_body_bytes: int = MAX_BODY_BYTES,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> Iterator[Provider]:
     """``with serve(profile=..., policy=..., seed=...) as p:`` → ``p.base_url``, ``p.log_path``; see ``start``."""
     provider = start(
@@ -483,6 +563,7 @@ def serve(
         clock,
         allow_non_loopback,
         max_body_bytes,
+        body_timeout_s,
     )
     try:
         yield provider

@@ -5,6 +5,8 @@ accepted and folded into the conversation's system text, like the top-level ``sy
 carry ``event:`` lines (without them Claude Code falls back to a non-streaming request) and every
 ``content_block_stop`` (without it Claude Code cannot parse a tool call). Usage follows Anthropic's
 convention: ``input_tokens`` excludes cache reads and writes, which are reported on top of it.
+Tool use is checked as the API checks it: a ``tool_result`` answers a ``tool_use`` of the previous
+message, and every ``tool_use`` is answered in the next one (a 400 naming the id otherwise).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ _ERROR_TYPES = {
     401: "authentication_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    408: "timeout_error",
     413: "request_too_large",
+    415: "invalid_request_error",
 }
 
 
@@ -80,6 +84,7 @@ def parse_messages(
     raw_messages = expect(body.get("messages"), list, "messages")
     system = _system(body)
     messages: list[Message] = []
+    open_calls: tuple[str, int] | None = None  # (ids of the last assistant message's tool_use, its index)
     for i, message in enumerate(raw_messages):
         field = f"messages[{i}]"
         expect(message, dict, field)
@@ -87,13 +92,23 @@ def parse_messages(
         blocks = _blocks(message.get("content"), f"{field}.content")
         if role == "system":
             system.append(_text_of(blocks))
-        elif role == "assistant":
+            continue
+        calls_before, open_calls = open_calls, None
+        if role == "assistant":
             calls = tuple(_call(b, f"{field}.content[{j}]") for j, b in enumerate(blocks) if b["type"] == "tool_use")
             messages.append(Message("assistant", _text_of(blocks), calls))
+            open_calls = ([c.call_id for c in calls], i) if calls else None
         elif role == "user":
+            expected = calls_before[0] if calls_before else []
             for j, block in enumerate(blocks):
                 if block["type"] == "tool_result":
                     call_id = expect(block.get("tool_use_id"), str, f"{field}.content[{j}].tool_use_id")
+                    if call_id not in expected:
+                        raise RequestError(
+                            f"{field}.content[{j}].tool_use_id",
+                            f"unexpected tool_use_id {call_id!r}: each tool_result block must have a "
+                            "corresponding tool_use block in the previous message",
+                        )
                     text = _text_of(block.get("content"))
                     messages.append(Message("tool", text, tool_call_id=call_id, is_error=bool(block.get("is_error"))))
             text = _text_of([b for b in blocks if b["type"] == "text"])
@@ -101,6 +116,14 @@ def parse_messages(
                 messages.append(Message("user", text))
         else:
             raise RequestError(f"{field}.role", f"unknown role {role!r} (user, assistant, system)")
+        if calls_before:
+            answered = {b.get("tool_use_id") for b in blocks if b["type"] == "tool_result"} if role == "user" else set()
+            missing = [c for c in calls_before[0] if c not in answered]
+            if missing:
+                raise RequestError(
+                    f"messages[{calls_before[1]}]",
+                    f"tool_use ids were found without tool_result blocks immediately after: {', '.join(missing)}",
+                )
     conversation = Conversation(
         "messages", model, "\n\n".join(s for s in system if s), _tools(body), tuple(messages), trial_id, seed
     )

@@ -6,13 +6,18 @@ the API's JSON object or its SSE events. Codex reads output items only from
 ``response.output_item.done`` and needs ``response.completed`` with ``response.id`` and
 ``usage.total_tokens``; the full event sequence is still sent so the SDKs' stream helpers work.
 Usage follows OpenAI's convention: cached and cache-write tokens are parts of ``input_tokens``.
+Tool-call continuations are checked as the APIs check them: every call output answers an earlier call,
+and every call is answered before the conversation goes on (a 400 naming the call id otherwise).
 """
 
 from __future__ import annotations
 
+import random
 import secrets
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import orjson
@@ -27,8 +32,26 @@ _OUTPUT_ITEMS = ("function_call_output", "custom_tool_call_output")
 _MAX_DELTAS = 16  # text is streamed in at most this many deltas: realistic framing, no per-token loop
 
 
+_IDS: ContextVar[random.Random | None] = ContextVar("kit_provider_ids", default=None)
+
+
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(12)}"
+    """``prefix_`` + 24 hex digits, from the current ``id_stream`` if one is open, else random."""
+    rng = _IDS.get()
+    bits = rng.getrandbits(96) if rng is not None else secrets.randbits(96)
+    return f"{prefix}_{bits:024x}"
+
+
+@contextmanager
+def id_stream(rng: random.Random) -> Iterator[None]:
+    """Draw every ``new_id`` inside the block from ``rng``: the server opens one per response, seeded by the
+    request, so a batch with a fixed seed and salt gets the same ids (and the same prompt tokens, as
+    clients send the ids back) when it runs again."""
+    token = _IDS.set(rng)
+    try:
+        yield
+    finally:
+        _IDS.reset(token)
 
 
 def chunks(text: str) -> list[str]:
@@ -40,7 +63,13 @@ def chunks(text: str) -> list[str]:
 def error_body(status: int, message: str, param: str | None = None) -> dict:
     """OpenAI's error shape."""
     kind = "server_error" if status >= 500 else "invalid_request_error"
-    code = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(status)
+    code = {
+        404: "not_found",
+        405: "method_not_allowed",
+        408: "request_timeout",
+        413: "request_too_large",
+        415: "unsupported_media_type",
+    }.get(status)
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
@@ -108,6 +137,9 @@ def parse_responses(body: dict, *, seed: int = 0, trial_id: str | None = None) -
     turn_text: list[str] = []
     turn_calls: list[ToolCall] = []
     in_turn = False
+    called: list[str] = []
+    answered: set[str] = set()
+    stateful = body.get("previous_response_id") is not None  # earlier calls live on the server, not here
 
     def close_turn() -> None:
         nonlocal in_turn
@@ -146,13 +178,20 @@ def parse_responses(body: dict, *, seed: int = 0, trial_id: str | None = None) -
             else:
                 arguments = {"input": item.get("input", "")}
             turn_calls.append(ToolCall(name, arguments, call_id))
+            called.append(call_id)
         elif kind in _OUTPUT_ITEMS:
             close_turn()
             call_id = expect(item.get("call_id"), str, f"{field}.call_id")
+            if call_id not in called and not stateful:
+                raise RequestError(f"{field}.call_id", f"no tool call found for function call output {call_id!r}")
+            answered.add(call_id)
             output = expect(item.get("output"), (str, list), f"{field}.output")
             messages.append(Message("tool", _text_of(output), tool_call_id=call_id))
         # Other items (web_search_call, item_reference…) are part of the prompt only.
     close_turn()
+    unanswered = [c for c in called if c not in answered]
+    if unanswered:
+        raise RequestError("input", f"no tool output found for function call {unanswered[0]!r}")
     tools = _tools(body)
     custom = frozenset(t.get("name") for t in body.get("tools") or [] if t.get("type") == "custom")
     conversation = Conversation(
@@ -325,10 +364,13 @@ def parse_chat(body: dict, *, seed: int = 0, trial_id: str | None = None) -> Par
     options = expect(body.get("stream_options"), dict, "stream_options", required=False) or {}
     system: list[str] = []
     messages: list[Message] = []
+    pending: list[str] = []  # calls of the last assistant message not yet answered by a tool message
     for i, message in enumerate(raw_messages):
         field = f"messages[{i}]"
         expect(message, dict, field)
         role = expect(message.get("role"), str, f"{field}.role")
+        if pending and role not in ("tool", "function"):
+            raise RequestError(f"messages[{i - 1}]", _unanswered(pending))
         content = expect(message.get("content"), (str, list), f"{field}.content", required=role != "assistant")
         text = _text_of(content)
         if role in _SYSTEM_ROLES:
@@ -337,20 +379,34 @@ def parse_chat(body: dict, *, seed: int = 0, trial_id: str | None = None) -> Par
             messages.append(Message("user", text))
         elif role == "assistant":
             calls = expect(message.get("tool_calls"), list, f"{field}.tool_calls", required=False) or []
-            messages.append(
-                Message(
-                    "assistant", text, tuple(_chat_call(c, f"{field}.tool_calls[{j}]") for j, c in enumerate(calls))
-                )
-            )
+            parsed_calls = tuple(_chat_call(c, f"{field}.tool_calls[{j}]") for j, c in enumerate(calls))
+            messages.append(Message("assistant", text, parsed_calls))
+            pending = [c.call_id for c in parsed_calls]
         elif role in ("tool", "function"):
-            call_id = message.get("tool_call_id") or message.get("name")
-            messages.append(Message("tool", text, tool_call_id=expect(call_id, str, f"{field}.tool_call_id")))
+            call_id = expect(message.get("tool_call_id") or message.get("name"), str, f"{field}.tool_call_id")
+            if role == "tool" and call_id not in pending:  # legacy "function" messages answer function_call
+                raise RequestError(
+                    f"{field}.tool_call_id",
+                    f"{call_id!r} does not answer a tool call of the preceding assistant message",
+                )
+            if call_id in pending:
+                pending.remove(call_id)
+            messages.append(Message("tool", text, tool_call_id=call_id))
         else:
             raise RequestError(f"{field}.role", f"unknown role {role!r} (system, developer, user, assistant, tool)")
+    if pending:
+        raise RequestError(f"messages[{len(raw_messages) - 1}]", _unanswered(pending))
     conversation = Conversation(
         "chat", model, "\n\n".join(s for s in system if s), _tools(body), tuple(messages), trial_id, seed
     )
     return ParsedRequest(conversation, body, stream, key, include_usage=bool(options.get("include_usage")))
+
+
+def _unanswered(call_ids: list[str]) -> str:
+    return (
+        "an assistant message with 'tool_calls' must be followed by tool messages responding to each "
+        f"'tool_call_id'; not answered: {', '.join(call_ids)}"
+    )
 
 
 def _chat_call(call: Any, field: str) -> ToolCall:
