@@ -18,7 +18,7 @@ def _batch(argv: list[str]) -> int:
     params = pipeline.load_params(args.file, args.yaml, [tuple(p) for p in args.pairs])
     try:
         folder = pipeline.execute(params, stages=[s for s in args.stages.split(",") if s])
-    except pipeline.StageFailed as exc:
+    except (pipeline.StageFailed, ValueError) as exc:  # ValueError covers ParamError: a named, located message
         print(f"error: {exc}", file=sys.stderr)
         return 1
     from kit import publish
