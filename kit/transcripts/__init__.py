@@ -7,20 +7,17 @@ place (``source_line`` 0 is the file as a whole), and ``strict=True`` raises on 
 
 ``df.attrs`` also carries what the canonical columns cannot: ``files`` (format, CLI version, counts per
 file), ``events`` (compactions, errors, ``result`` events), ``sidechain_ids`` (responses of subagent
-contexts, by source_path and cycle), ``repeats`` (copies of a response in another session file, as in
-a resumed session's history: counted once, see ``claude_session``), ``crosscheck`` (a transcript's own
-totals against the sum of its rows) and ``rate_limits`` (Codex used-percent, first and last). Identity
-columns (batch, arm, run, trial_id, turn) stay NA unless the source states them; the parse stage fills
-them from meta.json.
+contexts, by source_path and cycle), ``crosscheck`` (a transcript's own totals against the sum of its
+rows) and ``rate_limits`` (Codex used-percent, first and last). Identity columns (batch, arm, run,
+trial_id, turn) stay NA unless the source states them; the parse stage fills them from meta.json.
 """
 
 from __future__ import annotations
 
-import gc
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 
 import pandas as pd
@@ -39,8 +36,6 @@ READERS = {
     "sdk_record": sdk_record,
 }
 FORMATS = tuple(READERS)
-# Readers that can skip tool results, the bulk of a session's bytes that ``read`` does not need.
-TOOLS_OPTIONAL = {"claude_session", "codex_rollout"}
 SUFFIXES = (".jsonl", ".ndjson", ".txt")
 
 __all__ = ["FORMATS", "TranscriptError", "detect", "read", "tool_results"]
@@ -48,38 +43,18 @@ __all__ = ["FORMATS", "TranscriptError", "detect", "read", "tool_results"]
 
 def read(paths: str | Path | Iterable[str | Path], format: str = "auto", strict: bool = False) -> pd.DataFrame:
     """Canonical request rows of every transcript in ``paths`` (files, or folders searched for *.jsonl/*.txt)."""
-    with _without_cycle_collection():
-        parsed = _parse(paths, format, strict, tools=False)
-        df = schema.requests_frame(parsed.rows)
+    parsed = _parse(paths, format, strict)
+    df = schema.requests_frame(parsed.rows)
     df.attrs = {"issues": Shared(parsed.attrs.pop("issues")), **{k: Shared(v) for k, v in parsed.attrs.items()}}
     return df
 
 
 def tool_results(paths: str | Path | Iterable[str | Path], format: str = "auto") -> pd.DataFrame:
     """One row per tool result (schema.TOOL_RESULT_COLUMNS); ``cycle`` is the first request carrying it."""
-    with _without_cycle_collection():
-        parsed = _parse(paths, format, strict=False, tools=True)
-        df = schema.frame(parsed.tools, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
+    parsed = _parse(paths, format, strict=False)
+    df = schema.frame(parsed.tools, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
     df.attrs = {"issues": Shared(parsed.attrs["issues"])}
     return df
-
-
-@contextmanager
-def _without_cycle_collection() -> Iterator[None]:
-    """Pause Python's cycle collector while a read builds its table, and restore its state after.
-
-    A read allocates millions of parsed objects that reference counting frees (JSON has no cycles)
-    while the rows and responses kept grow; the collector, counting the allocations, walks that growing
-    heap again and again: about 0.1 s of a 1.2 s read of 260 MB of Claude sessions.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
@@ -93,7 +68,7 @@ def _files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def _parse(paths: str | Path | Iterable[str | Path], format: str, strict: bool, tools: bool) -> Parsed:
+def _parse(paths: str | Path | Iterable[str | Path], format: str, strict: bool) -> Parsed:
     if format != "auto" and format not in READERS:
         raise ValueError(f"unknown transcript format {format!r}; expected 'auto' or one of {', '.join(FORMATS)}")
     issues = Issues(strict=strict)
@@ -121,8 +96,7 @@ def _parse(paths: str | Path | Iterable[str | Path], format: str, strict: bool, 
         groups.setdefault(fmt, []).append(path)
     out = Parsed()
     for fmt, group in groups.items():
-        options = {"tools": tools} if fmt in TOOLS_OPTIONAL else {}
-        out.extend(READERS[fmt].read(group, issues, **options))
+        out.extend(READERS[fmt].read(group, issues))
     out.rows.sort(key=lambda r: order[r["source_path"]])
     out.attrs["issues"] = issues.items
     return out

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kit.transcripts import _usage
-from kit.transcripts._base import Issues, as_dict
+from kit.transcripts._base import Issues, as_dict, as_list
 from kit.transcripts._tools import result_row, text_chars
 
 BACKEND = "claude"
 
 
 @dataclass(slots=True)
-class Response:
+class _Response:
     cycle: int
     first_line: int
     last_line: int
@@ -40,46 +40,40 @@ def _output(usage: object) -> int:
 
 @dataclass
 class Responses:
-    """The responses of one file in first-seen order, with the tool calls each asked for.
-
-    ``local`` holds the keys made up from a line number (no ``message.id`` nor ``requestId``): they
-    name a response within this file only. ``callers`` gives, for each tool row, the cycle of the
-    response that called the tool (None when the call is not in the file).
-    """
+    """The responses of one file in first-seen order, with the tool calls each asked for."""
 
     path: Path
     fmt: str
     issues: Issues
-    by_key: dict[str, Response] = field(default_factory=dict)
-    local: set[str] = field(default_factory=set)
+    by_key: dict[str, _Response] = field(default_factory=dict)
     calls: dict[str, tuple[str | None, int]] = field(default_factory=dict)
     tools: list[dict] = field(default_factory=list)
-    callers: list[int | None] = field(default_factory=list)
 
-    def add(self, line: int, message: dict, request_id: object, sidechain: bool, timestamp: object) -> None:
-        ident = message.get("id") or request_id
-        key = str(ident) if ident else f"line {line}"
-        usage = message.get("usage")
+    def add(self, line: int, message: dict, request_id: object, sidechain: bool, timestamp: object) -> _Response:
+        key = str(message.get("id") or request_id or f"line {line}")
         resp = self.by_key.get(key)
         if resp is None:
-            if not ident:
-                self.local.add(key)
-            started = timestamp if isinstance(timestamp, str) else None
-            resp = Response(len(self.by_key), line, line, line, usage, message.get("model"), started, sidechain)
+            resp = _Response(
+                cycle=len(self.by_key),
+                first_line=line,
+                last_line=line,
+                usage_line=line,
+                usage=message.get("usage"),
+                model=message.get("model"),
+                started_at=timestamp if isinstance(timestamp, str) else None,
+                sidechain=sidechain,
+            )
             self.by_key[key] = resp
         else:
             resp.last_line = line
             resp.sidechain = resp.sidechain and sidechain
-            if isinstance(usage, dict) and _output(usage) >= _output(resp.usage):
-                resp.usage, resp.usage_line = usage, line
-        content = message.get("content")
-        if isinstance(content, list):
-            for block in content:
-                if isinstance(block, dict) and block.get("type") == "tool_use":
-                    tool_id = block.get("id")
-                    if tool_id not in resp.tool_use_ids:
-                        resp.tool_use_ids.append(tool_id)
-                        self.calls[str(tool_id)] = (block.get("name"), resp.cycle)
+            if isinstance(message.get("usage"), dict) and _output(message["usage"]) >= _output(resp.usage):
+                resp.usage, resp.usage_line = message["usage"], line
+        for block in as_list(message.get("content")):
+            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") not in resp.tool_use_ids:
+                resp.tool_use_ids.append(block.get("id"))
+                self.calls[str(block.get("id"))] = (block.get("name"), resp.cycle)
+        return resp
 
     def add_results(self, content: object) -> None:
         """Tool results of a user line; each goes to the request after the response that called it."""
@@ -88,11 +82,9 @@ class Responses:
         for block in content:
             if not isinstance(block, dict) or block.get("type") != "tool_result":
                 continue
-            call = self.calls.get(str(block.get("tool_use_id")))
-            name, cycle = call or (None, len(self.by_key) - 1)
+            name, cycle = self.calls.get(str(block.get("tool_use_id")), (None, len(self.by_key) - 1))
             chars, error = text_chars(block.get("content")), block.get("is_error") is True
             self.tools.append(result_row(cycle + 1, name, chars, error))
-            self.callers.append(None if call is None else call[1])
 
     def rows(self) -> list[dict]:
         rows, path = [], str(self.path)
@@ -123,12 +115,6 @@ class Responses:
             for key, r in self.by_key.items()
             if r.sidechain
         ]
-
-
-def keep_rank(resp: Response) -> tuple[bool, int]:
-    """How one file's copy of a response ranks against another file's: the parent's own copy (not a
-    sidechain) first, then the larger output, as within a file."""
-    return not resp.sidechain, _output(resp.usage)
 
 
 def is_synthetic(message: dict, line: dict) -> bool:

@@ -1,10 +1,8 @@
 """Claude Code session files (``~/.claude/projects/<dir>/<session>.jsonl``, and ``subagents/agent-*.jsonl``).
 
-One row per API response, deduped by ``message.id`` (see ``_claude``) within a file and across the
-files of one read (``_drop_repeats``: resumed sessions and subagent logs repeat responses). Responses
-whose lines are all ``isSidechain`` (subagents, compaction requests) stay rows, because they cost
-tokens, and are listed in ``attrs["sidechain_ids"]`` so the occupancy analysis can keep them out of
-the parent's context.
+One row per API response, deduped by ``message.id`` (see ``_claude``). Responses whose lines are all
+``isSidechain`` (subagents, compaction requests) stay rows, because they cost tokens, and are listed in
+``attrs["sidechain_ids"]`` so the occupancy analysis can keep them out of the parent's context.
 ``system`` lines (``compact_boundary`` with its ``compactMetadata``, …), Claude Code's ``cost-state``
 and its synthetic error messages go to ``attrs["events"]``; bookkeeping lines (``api-request``,
 snapshots, progress, …) are read past. The CLI's ``output_tokens`` may be a partial streaming snapshot
@@ -14,11 +12,10 @@ snapshots, progress, …) are read past. The CLI's ``output_tokens`` may be a pa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from kit.transcripts._base import Issues, Parsed, as_dict, file_summary, json_lines, text
-from kit.transcripts._claude import Responses, is_synthetic, keep_rank
+from kit.transcripts._claude import Responses, is_synthetic
 
 FORMAT = "claude_session"
 
@@ -46,108 +43,42 @@ BOOKKEEPING = {
 }
 
 
-def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
-    """Rows of every file, each response once across files (``_drop_repeats``); ``tools=False`` skips tool results."""
-    files = [_read_file(path, issues, tools) for path in paths]
+def read(paths: Sequence[Path], issues: Issues) -> Parsed:
     out = Parsed()
-    out.attrs["repeats"] = _drop_repeats(files)
-    for parsed, _ in files:
-        out.extend(parsed)
+    for path in paths:
+        out.extend(_read_file(path, issues))
     return out
 
 
-@dataclass
-class _Ids:
-    """What the dedupe across files needs of one file: per response id, its cycle, last line and rank
-    (``keep_rank``), and the calling cycle of each tool row. The responses themselves, usage objects
-    and all, are let go: keeping them raised the peak memory of a 260 MB read from 181 to 216 MB."""
-
-    path: Path
-    cycles: dict[str, tuple[int, int, tuple[bool, int]]]
-    callers: list[int | None]
-
-
-def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
+def _read_file(path: Path, issues: Issues) -> Parsed:
     responses = Responses(path, FORMAT, issues)
     out = Parsed()
-    events = out.attrs["events"]
     version = None
     for number, line in json_lines(path, issues):
-        kind = line.get("type")
+        kind = text(line.get("type"))
         version = line.get("version") or version
         if kind == "assistant":
             message = line.get("message")
             if not isinstance(message, dict):
                 issues.add(path, number, "assistant line without a message object; line skipped")
             elif is_synthetic(message, line):
-                events.append(_event(path, number, responses, "api_error", line, message=message))
+                out.attrs["events"].append(_event(path, number, responses, "api_error", line, message=message))
             else:
                 sidechain = line.get("isSidechain") is True
                 responses.add(number, message, line.get("requestId"), sidechain, line.get("timestamp"))
         elif kind == "user":
-            if tools:
-                responses.add_results(as_dict(line.get("message")).get("content"))
+            responses.add_results(as_dict(line.get("message")).get("content"))
         elif kind == "system":
-            events.append(_event(path, number, responses, f"system:{line.get('subtype')}", line))
+            out.attrs["events"].append(_event(path, number, responses, f"system:{line.get('subtype')}", line))
         elif kind == "cost-state":
-            events.append(_event(path, number, responses, "cost-state", line))
-        elif not isinstance(kind, str) or kind not in BOOKKEEPING:
-            issues.unknown_type(path, number, text(kind))
+            out.attrs["events"].append(_event(path, number, responses, "cost-state", line))
+        elif kind not in BOOKKEEPING:
+            issues.unknown_type(path, number, kind)
     out.rows = responses.rows()
     out.tools = responses.tools
     out.attrs["sidechain_ids"] = responses.sidechain_ids()
-    out.attrs["files"].append(file_summary(path, FORMAT, out.rows, cli_version=version, repeats=0))
-    local = responses.local
-    cycles = {k: (r.cycle, r.last_line, keep_rank(r)) for k, r in responses.by_key.items() if k not in local}
-    return out, _Ids(path, cycles, responses.callers)
-
-
-def _drop_repeats(files: list[tuple[Parsed, _Ids]]) -> list[dict]:
-    """Keep each response (same ``message.id``, else ``requestId``) in one file only; list the copies dropped.
-
-    A resumed or forked session's file repeats the parent's history, and a subagent log can replay its
-    parent's responses (with ``isSidechain``): counting every file would count those responses twice
-    (ccusage dedupes across files too). The copy kept is the parent's own (not a sidechain) where there
-    is one, then, as within a file, the one with the largest output, the last read on ties. A dropped
-    copy takes its tool results along; it is not an issue, since such copies are expected, and goes to
-    ``attrs["repeats"]`` with the place of the copy kept.
-    """
-    dropped: dict[int, set[int]] = {}
-    repeats = []
-    for key, found in _copies([ids for _, ids in files]).items():
-        kept_index, (_, kept_line, _) = max(found, key=lambda c: (*c[1][2], c[0]))
-        for index, (cycle, line, _) in found:
-            if index == kept_index:
-                continue
-            dropped.setdefault(index, set()).add(cycle)
-            entry = {"source_path": str(files[index][1].path), "source_line": line, "cycle": cycle}
-            entry |= {"message_id": key, "kept_path": str(files[kept_index][1].path), "kept_line": kept_line}
-            repeats.append((index, cycle, entry))
-    for index, cycles in dropped.items():
-        parsed, ids = files[index]
-        parsed.rows = [r for r in parsed.rows if r["cycle"] not in cycles]
-        parsed.tools = [t for t, c in zip(parsed.tools, ids.callers, strict=True) if c not in cycles]
-        parsed.attrs["sidechain_ids"] = [s for s in parsed.attrs["sidechain_ids"] if s["cycle"] not in cycles]
-        parsed.attrs["files"][0].update(rows=len(parsed.rows), repeats=len(cycles))
-    return [entry for *_, entry in sorted(repeats, key=lambda r: r[:2])]
-
-
-def _copies(files: list[_Ids]) -> dict[str, list[tuple[int, tuple[int, int, tuple[bool, int]]]]]:
-    """Each response id found in more than one file, with its copies (file index, cycle, line, rank) in file order.
-
-    Found with set operations, once per file, since most ids are in one file only: 5 ms for the 35,702
-    responses of 260 MB of sessions.
-    """
-    seen: set[str] = set()
-    repeated: set[str] = set()
-    for ids in files:
-        repeated |= ids.cycles.keys() & seen
-        seen.update(ids.cycles)  # not ``seen |= keys``: with a keys view that copies ``seen`` for every file
-    copies: dict[str, list] = {}
-    for index, ids in enumerate(files):
-        for key in sorted(ids.cycles.keys() & repeated):
-            copies.setdefault(key, []).append((index, ids.cycles[key]))
-    return copies
+    out.attrs["files"].append(file_summary(path, FORMAT, out.rows, cli_version=version))
+    return out
 
 
 def _event(path: Path, number: int, responses: Responses, kind: str, line: dict, message: dict | None = None) -> dict:

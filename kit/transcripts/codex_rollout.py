@@ -38,11 +38,10 @@ RESULTS = {"function_call_output", "custom_tool_call_output"}
 CHECKED = {"input_tokens": "input_tokens", "cache_read_tokens": "cached_input_tokens", "output_tokens": "output_tokens"}
 
 
-def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
-    """Rows of every rollout; ``tools=False`` skips the tool results (most of a rollout's bytes)."""
+def read(paths: Sequence[Path], issues: Issues) -> Parsed:
     out = Parsed()
     for path in paths:
-        state = _File(path, issues, tools)
+        state = _File(path, issues)
         for number, line in json_lines(path, issues):
             state.line(number, line)
         out.extend(state.finish())
@@ -106,7 +105,6 @@ def _tool_output(output: object) -> tuple[int, bool]:
 class _File:
     path: Path
     issues: Issues
-    want_tools: bool = True
     session_id: str | None = None
     cli_version: str | None = None
     fork_ms: int | None = None
@@ -132,30 +130,27 @@ class _File:
     replayed: int = 0
 
     def line(self, number: int, line: dict) -> None:
-        kind = text(line.get("type"))
+        kind, payload = text(line.get("type")), as_dict(line.get("payload"))
         if kind not in KNOWN:
             self.issues.unknown_type(self.path, number, kind)
-            return
-        payload = as_dict(line.get("payload"))
-        event = payload.get("type") if kind == "event_msg" else None
-        if kind == "session_meta":
+        elif kind == "session_meta":
             self._meta(payload)
-        elif kind == "turn_context" or event == "task_started":
+        elif kind == "turn_context" or (kind == "event_msg" and payload.get("type") == "task_started"):
             self._turn(kind, payload)
         if self.replaying:
-            if event == "token_count" and isinstance(payload.get("info"), dict):
+            if kind == "event_msg" and payload.get("type") == "token_count" and isinstance(payload.get("info"), dict):
                 self._replayed(payload["info"])
             return
         if kind == "response_item":
             self._item(payload)
         elif kind == "token_usage_record":
             self._record(number, line, payload)
-        elif event == "token_count":
+        elif kind == "event_msg" and payload.get("type") == "token_count":
             self._token_count(number, line, payload)
         elif kind == "compacted":
             self._event(number, line, kind)
-        elif event in ("context_compacted", "turn_aborted"):
-            self._event(number, line, event)
+        elif kind == "event_msg" and payload.get("type") in ("context_compacted", "turn_aborted"):
+            self._event(number, line, payload["type"])
 
     def _cycle(self) -> int:
         """The response being generated now: responses completed so far."""
@@ -198,7 +193,7 @@ class _File:
             self.output_since = True
         elif kind == "reasoning" or (kind == "message" and item.get("role") == "assistant"):
             self.output_since = True
-        elif kind in RESULTS and self.want_tools:
+        elif kind in RESULTS:
             name, cycle = self.calls.get(str(item.get("call_id")), (None, self._cycle() - 1))
             chars, is_error = _tool_output(item.get("output"))
             self.tools.append(result_row(cycle + 1, name, chars, is_error))
@@ -261,9 +256,7 @@ class _File:
         for window, value in as_dict(limits).items():
             used = as_dict(value).get("used_percent")
             if isinstance(used, int | float) and not isinstance(used, bool):
-                entry = self.rates.get(window)
-                if entry is None:  # not setdefault: that builds the first entry again on every event
-                    entry = self.rates[window] = {"first": used, "window_minutes": value.get("window_minutes")}
+                entry = self.rates.setdefault(window, {"first": used, "window_minutes": value.get("window_minutes")})
                 entry["last"] = used
 
     def _event(self, number: int, line: dict, kind: str) -> None:
