@@ -14,7 +14,7 @@ from kit.provider.log import read
 from kit.provider.server import MAX_BODY_BYTES, _check_host
 
 OPENAI = ("/v1/responses", "/v1/chat/completions")
-KEY = "sk-secret-key-never-logged"
+KEY = "sk-PLANTED-secret-key-never-logged"
 
 
 @pytest.fixture

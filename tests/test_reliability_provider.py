@@ -19,7 +19,7 @@ from kit.provider import Reply, serve
 from kit.provider.log import read
 
 ROOT = Path(__file__).resolve().parent.parent
-KEY = "sk-test-reliability-key-0000"
+KEY = "sk-PLANTED-test-reliability-key-0000"
 ENDPOINTS = ("/v1/responses", "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens")
 VALID = {
     "/v1/responses": b'{"model": "m", "input": "hi"}',
