@@ -363,10 +363,13 @@ def test_memory_stays_bounded_under_a_flood(name):
 
 
 def test_concurrent_requests_match_a_sequential_run():
+    # One instant for every request: expiry is global on the engine's one clock (an entry expired at the
+    # latest time is expired for every domain), so separate per-thread time axes would make results depend
+    # on the interleaving. Without expiry, domains must not interact at all, however threads interleave.
     work = {f"domain{k}": _workload(seed=k) for k in range(6)}
 
     def serve(engine: CacheEngine, domain: str, out: dict) -> None:
-        out[domain] = [engine.process(p, domain=domain, now=t) for _, p, t in work[domain]]
+        out[domain] = [engine.process(p, domain=domain, now=0.0) for _, p, _t in work[domain]]
 
     shared, concurrent = CacheEngine("openai-implicit", survival=0.7), {}
     threads = [threading.Thread(target=serve, args=(shared, d, concurrent)) for d in work]
@@ -383,6 +386,6 @@ def test_concurrent_requests_match_a_sequential_run():
 
 def _resident(domain: str, workload: list) -> int:
     engine = CacheEngine("openai-implicit")
-    for _, prompt, now in workload:
-        engine.process(prompt, domain=domain, now=now)
+    for _, prompt, _now in workload:
+        engine.process(prompt, domain=domain, now=0.0)
     return engine.resident_tokens
