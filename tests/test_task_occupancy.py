@@ -415,7 +415,7 @@ def test_params_file_runs_a_graded_batch(tmp_path, monkeypatch):
 
     monkeypatch.setitem(tasks.PACKS, "occupancy", oc.OccupancyPack)  # the registry line the lead adds
     params = pipeline.load_params(str(Path(__file__).resolve().parent.parent / "params/occupancy.yaml"))
-    params.update(outputs_dir=str(tmp_path), batch="occ", runs_per_arm=1, concurrency=1)
+    params.update(outputs_dir=str(tmp_path), batch="occ", runs_per_arm=1, concurrency=1, salt="occ-e2e")
     folder = run.run_batch(run.configure(params), progress=False)
     table = run.summary(folder)
     assert list(table["status"]) == ["ok", "ok"] and list(table["grade"]) == [1.0, 1.0]

@@ -172,7 +172,9 @@ def test_true_effect_is_stated_in_the_params_file_and_the_manifest():
 def test_a_batch_runs_end_to_end_on_the_embedded_provider(tmp_path, monkeypatch):
     monkeypatch.setitem(tasks.PACKS, "terse", TersePack)
     params = pipeline.load_params(str(ROOT / "params/terse.yaml"))
-    params.update(outputs_dir=str(tmp_path), batch="t1", runs_per_arm=1, concurrency=1)
+    params.update(
+        outputs_dir=str(tmp_path), batch="t1", runs_per_arm=1, concurrency=1, salt="terse-e2e"
+    )  # fixed: the policy draws from (seed, salt)
     folder = run.run_batch(run.configure(params), progress=False)
     table = run.summary(folder).set_index("arm")
     assert set(table["status"]) == {"ok"}
