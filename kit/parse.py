@@ -69,16 +69,18 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
         if not primary:
             issues.append({"source_path": str(tdir), "source_line": 0, "reason": "no transcript in trial folder"})
             continue
-        rows = transcripts.read(primary, strict=strict)
-        issues += rows.attrs.get("issues", [])
+        # the provider sees every tool result the client sends back; SDK response records do not
+        if log is None or log in primary:
+            (rows, found), checks = transcripts.tables(primary, strict=strict), []
+        else:
+            rows, (log_rows, found) = transcripts.read(primary, strict=strict), transcripts.tables([log])
+            checks = _crosscheck(rows, log_rows, log)
+        issues += rows.attrs.get("issues", []) + checks
         events += [_event(e, ident) for e in rows.attrs.get("events", [])]
         requests.append(rows.assign(**ident, backend=meta["backend"]))
-        # the provider sees every tool result the client sends back; SDK response records do not
-        tools.append(transcripts.tool_results([log] if log is not None else primary).assign(**ident))
+        tools.append(found.assign(**ident))
         if log is not None:
             segments += _segments(log, ident)
-            if log not in primary:
-                issues += _crosscheck(rows, transcripts.read([log]), log)
     req = pd.concat(requests, ignore_index=True) if requests else requests_frame([])
     req = requests_frame(req.to_dict("records"))
     tool_results = frame(

@@ -38,26 +38,43 @@ READERS = {
 FORMATS = tuple(READERS)
 SUFFIXES = (".jsonl", ".ndjson", ".txt")
 
-__all__ = ["FORMATS", "TranscriptError", "detect", "read", "tool_results"]
+__all__ = ["FORMATS", "TranscriptError", "detect", "read", "tables", "tool_results"]
+
+Paths = str | Path | Iterable[str | Path]
 
 
-def read(paths: str | Path | Iterable[str | Path], format: str = "auto", strict: bool = False) -> pd.DataFrame:
-    """Canonical request rows of every transcript in ``paths`` (files, or folders searched for *.jsonl/*.txt)."""
-    parsed = _parse(paths, format, strict)
+def read(paths: Paths, format: str = "auto", strict: bool = False) -> pd.DataFrame:
+    """Canonical request rows of every transcript in ``paths`` (files, or folders searched for *.jsonl/*.txt).
+
+    Tool outputs are checked as JSON but not decoded: use ``tables`` where the tool results are wanted too.
+    """
+    return _requests(_parse(paths, format, strict, tools=False))
+
+
+def tool_results(paths: Paths, format: str = "auto") -> pd.DataFrame:
+    """One row per tool result (schema.TOOL_RESULT_COLUMNS); ``cycle`` is the first request carrying it."""
+    return _tool_results(_parse(paths, format, strict=False, tools=True))
+
+
+def tables(paths: Paths, format: str = "auto", strict: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``read`` and ``tool_results`` of the same files in one pass (the parse stage's call)."""
+    parsed = _parse(paths, format, strict, tools=True)
+    return _requests(parsed), _tool_results(parsed)
+
+
+def _requests(parsed: Parsed) -> pd.DataFrame:
     df = schema.requests_frame(parsed.rows)
-    df.attrs = {"issues": Shared(parsed.attrs.pop("issues")), **{k: Shared(v) for k, v in parsed.attrs.items()}}
+    df.attrs = {k: Shared(v) for k, v in parsed.attrs.items()}
     return df
 
 
-def tool_results(paths: str | Path | Iterable[str | Path], format: str = "auto") -> pd.DataFrame:
-    """One row per tool result (schema.TOOL_RESULT_COLUMNS); ``cycle`` is the first request carrying it."""
-    parsed = _parse(paths, format, strict=False)
+def _tool_results(parsed: Parsed) -> pd.DataFrame:
     df = schema.frame(parsed.tools, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
     df.attrs = {"issues": Shared(parsed.attrs["issues"])}
     return df
 
 
-def _files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+def _files(paths: Paths) -> list[Path]:
     items = [paths] if isinstance(paths, str | Path) else list(paths)
     found = []
     for item in map(Path, items):
@@ -68,7 +85,7 @@ def _files(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def _parse(paths: str | Path | Iterable[str | Path], format: str, strict: bool) -> Parsed:
+def _parse(paths: Paths, format: str, strict: bool, tools: bool) -> Parsed:
     if format != "auto" and format not in READERS:
         raise ValueError(f"unknown transcript format {format!r}; expected 'auto' or one of {', '.join(FORMATS)}")
     issues = Issues(strict=strict)
@@ -96,7 +113,7 @@ def _parse(paths: str | Path | Iterable[str | Path], format: str, strict: bool) 
         groups.setdefault(fmt, []).append(path)
     out = Parsed()
     for fmt, group in groups.items():
-        out.extend(READERS[fmt].read(group, issues))
+        out.extend(READERS[fmt].read(group, issues, tools))
     out.rows.sort(key=lambda r: order[r["source_path"]])
     out.attrs["issues"] = issues.items
     return out

@@ -7,11 +7,12 @@ report into an exception instead, for pipelines that must not go on with a parti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
+import msgspec
 import orjson
 
 BOM = b"\xef\xbb\xbf"
@@ -78,30 +79,44 @@ class Parsed:
 
 
 def json_lines(path: Path, issues: Issues) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line number, object)`` for each JSON-object line, reading the file in bounded chunks.
+    """Yield ``(line number, object)`` for each JSON-object line, as plain dicts (orjson).
+
+    For the small formats; the big ones use ``records``, which decodes only the fields a reader uses.
+    """
+    return _decoded(path, issues, orjson.loads, typed=False)
+
+
+def records(path: Path, issues: Issues, decoder: msgspec.json.Decoder) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, record)`` for each line, decoded by a typed ``msgspec`` decoder.
+
+    Session files run to hundreds of MB, mostly text the usage table never needs. A decoder for a
+    ``msgspec.Struct`` naming only the fields a reader uses still checks that every byte is JSON but
+    builds no objects for the rest. (Its ``decode_lines`` is no faster here, and it takes ``{}{}`` on
+    one line for two records, so lines are cut here and decoded one by one.)
+    """
+    return _decoded(path, issues, decoder.decode, typed=True)
+
+
+def _decoded(path: Path, issues: Issues, loads: Callable[[Any], Any], typed: bool) -> Iterator[tuple[int, Any]]:
+    """Lines of ``path`` decoded by ``loads``, with every problem reported at its line.
 
     Tolerates a UTF-8 BOM, CRLF endings and blank lines; reports invalid JSON, a truncated last line
-    (no final newline: the writer was killed mid-line), non-object lines and an empty file. A line is
-    parsed straight from its chunk; one that fails is judged again on a cleaned copy (BOM, line end).
+    (no final newline: the writer was killed mid-line), non-object lines, lines too long to hold in
+    bounded memory, and an empty file. A line is decoded straight from its chunk; one that fails is
+    judged again on a cleaned copy (BOM, line end).
     """
     seen_any = False
     with open(path, "rb") as handle:
-        for number, line, ended in _lines(handle):
+        for number, line, ended in _lines(handle, path, issues):
             try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                text = bytes(line[len(BOM) :] if number == 1 and line[: len(BOM)] == BOM else line).rstrip(b"\r\n")
-                if not text.strip():
-                    continue
-                seen_any = True
-                try:
-                    obj = orjson.loads(text)  # a first line is valid once its BOM is gone
-                except orjson.JSONDecodeError as exc:
-                    bad = f"invalid JSON ({exc})" if ended else "truncated last line (no final newline: writer killed?)"
-                    issues.add(path, number, f"{bad}; line skipped")
+                obj = loads(line)
+            except (orjson.JSONDecodeError, msgspec.DecodeError):
+                obj = _retry(path, issues, loads, number, line, ended)
+                seen_any |= obj is not BLANK
+                if obj is None or obj is BLANK:
                     continue
             seen_any = True
-            if type(obj) is not dict:
+            if not typed and type(obj) is not dict:
                 issues.add(path, number, f"expected a JSON object, got {type(obj).__name__}; line skipped")
                 continue
             yield number, obj
@@ -109,33 +124,74 @@ def json_lines(path: Path, issues: Issues) -> Iterator[tuple[int, dict]]:
         issues.add(path, 0, "empty file")
 
 
+BLANK = object()
+
+
+def _retry(path: Path, issues: Issues, loads: Callable, number: int, line: memoryview, ended: bool) -> Any:
+    """A line that did not decode, judged again without BOM and line end: the object, BLANK, or None (reported)."""
+    text = bytes(line[len(BOM) :] if number == 1 and line[: len(BOM)] == BOM else line).rstrip(b"\r\n")
+    if not text.strip():
+        return BLANK
+    try:
+        return loads(text)  # a first line is valid once its BOM is gone
+    except msgspec.ValidationError as shape:
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            value = {}
+        if type(value) is not dict:
+            issues.add(path, number, f"expected a JSON object, got {type(value).__name__}; line skipped")
+        else:
+            issues.add(path, number, f"unexpected shape ({shape}); line skipped")
+    except (orjson.JSONDecodeError, msgspec.DecodeError) as error:
+        bad = f"invalid JSON ({error})" if ended else "truncated last line (no final newline: writer killed?)"
+        issues.add(path, number, f"{bad}; line skipped")
+    return None
+
+
 FIRST_CHUNK, CHUNK = 1 << 16, 1 << 22
+MAX_LINE = 8 << 20
 
 
-def _lines(handle: BinaryIO) -> Iterator[tuple[int, memoryview, bool]]:
+def _lines(handle: BinaryIO, path: Path, issues: Issues) -> Iterator[tuple[int, memoryview, bool]]:
     """``(number, line without its newline, whether a newline ended it)``, cut from large reads.
 
     Transcripts run to hundreds of MB in many short lines. Reading line by line copies every line (twice
-    the cost of this on 260 MB), so lines are views into chunks of up to 4 MB, memory stays bounded,
-    and the first chunks are small for format detection, which reads a few lines only. A line longer
-    than a chunk is gathered first.
+    the cost of this on 260 MB), so lines are views into chunks of up to 4 MB, and the first chunks are
+    small for format detection, which reads a few lines only. A line split across chunks is joined; one
+    longer than ``MAX_LINE`` is reported and read past without being held, so memory stays bounded
+    (a 1 GB line would otherwise take several GB).
     """
-    number, pending, size = 0, [], FIRST_CHUNK
+    number, pending, held, size, skipping = 0, [], 0, FIRST_CHUNK, False
     while chunk := handle.read(size):
         size = min(2 * size, CHUNK)
-        if chunk.find(b"\n") < 0:
-            pending.append(chunk)
+        find, start = chunk.find, 0
+        if (end := find(b"\n")) < 0:
+            if held + len(chunk) > MAX_LINE:
+                pending, held, skipping = [], 0, True
+            elif not skipping:
+                pending.append(chunk)
+                held += len(chunk)
             continue
-        if pending:
-            chunk, pending = b"".join([*pending, chunk]), []
-        view, find, start = memoryview(chunk), chunk.find, 0
+        if skipping or held + end > MAX_LINE:
+            number += 1
+            issues.add(path, number, f"line longer than {MAX_LINE >> 20} MB; skipped (read past in bounded memory)")
+            start = end + 1
+        elif pending:
+            number += 1
+            yield number, memoryview(b"".join([*pending, chunk[:end]])), True
+            start = end + 1
+        pending, held, skipping = [], 0, False
+        view = memoryview(chunk)
         while (end := find(b"\n", start)) >= 0:
             number += 1
             yield number, view[start:end], True
             start = end + 1
         if start < len(chunk):
-            pending.append(chunk[start:])
-    if pending:
+            pending, held = [chunk[start:]], len(chunk) - start
+    if skipping:
+        issues.add(path, number + 1, f"truncated last line longer than {MAX_LINE >> 20} MB; skipped")
+    elif pending:
         yield number + 1, memoryview(b"".join(pending)), False
 
 

@@ -49,8 +49,19 @@ class Responses:
     calls: dict[str, tuple[str | None, int]] = field(default_factory=dict)
     tools: list[dict] = field(default_factory=list)
 
-    def add(self, line: int, message: dict, request_id: object, sidechain: bool, timestamp: object) -> _Response:
-        key = str(message.get("id") or request_id or f"line {line}")
+    def add(
+        self,
+        line: int,
+        message_id: object,
+        request_id: object,
+        model: object,
+        usage: object,
+        content: object,
+        sidechain: bool,
+        timestamp: object,
+    ) -> _Response:
+        """One assistant line: a new response, or another line of one already seen (``content``: its blocks)."""
+        key = str(message_id or request_id or f"line {line}")
         resp = self.by_key.get(key)
         if resp is None:
             resp = _Response(
@@ -58,8 +69,8 @@ class Responses:
                 first_line=line,
                 last_line=line,
                 usage_line=line,
-                usage=message.get("usage"),
-                model=message.get("model"),
+                usage=usage,
+                model=model if isinstance(model, str) else None,
                 started_at=timestamp if isinstance(timestamp, str) else None,
                 sidechain=sidechain,
             )
@@ -67,9 +78,9 @@ class Responses:
         else:
             resp.last_line = line
             resp.sidechain = resp.sidechain and sidechain
-            if isinstance(message.get("usage"), dict) and _output(message["usage"]) >= _output(resp.usage):
-                resp.usage, resp.usage_line = message["usage"], line
-        for block in as_list(message.get("content")):
+            if isinstance(usage, dict) and _output(usage) >= _output(resp.usage):
+                resp.usage, resp.usage_line = usage, line
+        for block in as_list(content):
             if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") not in resp.tool_use_ids:
                 resp.tool_use_ids.append(block.get("id"))
                 self.calls[str(block.get("id"))] = (block.get("name"), resp.cycle)
@@ -117,6 +128,6 @@ class Responses:
         ]
 
 
-def is_synthetic(message: dict, line: dict) -> bool:
+def is_synthetic(model: object, api_error: object) -> bool:
     """Claude Code's own stand-in for a failed request (model ``<synthetic>``): not an API response."""
-    return message.get("model") == "<synthetic>" or line.get("isApiErrorMessage") is True
+    return model == "<synthetic>" or api_error is True

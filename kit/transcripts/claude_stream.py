@@ -39,10 +39,13 @@ class _Result:
     model_usage: dict
 
 
-def read(paths: Sequence[Path], issues: Issues) -> Parsed:
+def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
+    """Rows of ``paths``; tool-result rows only with ``tools`` (this format has few, so they cost little)."""
     out = Parsed()
     for path in paths:
         out.extend(_read_file(path, issues))
+    if not tools:
+        out.tools = []
     return out
 
 
@@ -59,11 +62,12 @@ def _read_file(path: Path, issues: Issues) -> Parsed:
             message = line.get("message")
             if not isinstance(message, dict):
                 issues.add(path, number, "assistant event without a message object; line skipped")
-            elif is_synthetic(message, line):
+            elif is_synthetic(message.get("model"), line.get("isApiErrorMessage")):
                 out.attrs["events"].append(_event(path, number, responses, "api_error", {"text": str(message)[:500]}))
             else:
                 sidechain = line.get("parent_tool_use_id") is not None
-                responses.add(number, message, None, sidechain, line.get("timestamp"))
+                mid, model, usage = message.get("id"), message.get("model"), message.get("usage")
+                responses.add(number, mid, None, model, usage, message.get("content"), sidechain, line.get("timestamp"))
         elif kind == "user":
             responses.add_results(as_dict(line.get("message")).get("content"))
         elif kind == "result":

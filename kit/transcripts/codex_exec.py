@@ -41,7 +41,8 @@ class _Turn:
         return tuple(v if isinstance(v := self.usage.get(f), int) else -1 for f in FIELDS)
 
 
-def read(paths: Sequence[Path], issues: Issues) -> Parsed:
+def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
+    """Rows of ``paths``; tool-result rows only with ``tools`` (this format has few, so they cost little)."""
     out = Parsed()
     turns: list[_Turn] = []
     for path in paths:
@@ -55,6 +56,8 @@ def read(paths: Sequence[Path], issues: Issues) -> Parsed:
         _difference(thread_turns, issues, out)
     for summary in out.attrs["files"]:
         summary["rows"] = sum(r["source_path"] == summary["source_path"] for r in out.rows)
+    if not tools:
+        out.tools = []
     return out
 
 

@@ -23,11 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any, NamedTuple
 
+import msgspec
 import orjson
 
 from kit.transcripts import _usage
-from kit.transcripts._base import Issues, Parsed, as_dict, file_summary, json_lines, text
+from kit.transcripts._base import Issues, Parsed, as_dict, file_summary, records, text
 from kit.transcripts._tools import exit_failed, result_row, text_chars
 
 FORMAT = "codex_rollout"
@@ -38,11 +40,44 @@ RESULTS = {"function_call_output", "custom_tool_call_output"}
 CHECKED = {"input_tokens": "input_tokens", "cache_read_tokens": "cached_input_tokens", "output_tokens": "output_tokens"}
 
 
-def read(paths: Sequence[Path], issues: Issues) -> Parsed:
+class _Payload(msgspec.Struct, gc=False):
+    """The payload fields the reader uses, of every line type (messages, instructions, reasoning are only checked)."""
+
+    type: Any = None
+    id: Any = None
+    cli_version: Any = None
+    timestamp: Any = None
+    forked_from_id: Any = None
+    source: Any = None
+    thread_source: Any = None
+    turn_id: Any = None
+    model: Any = None
+    role: Any = None
+    call_id: Any = None
+    name: Any = None
+    output: msgspec.Raw = msgspec.Raw(b"null")  # a tool's output: decoded only when tool results are asked for
+    info: Any = None
+    rate_limits: Any = None
+    thread_id: Any = None
+    response_id: Any = None
+    usage: Any = None
+
+
+class _Line(msgspec.Struct, gc=False):
+    type: Any = None
+    timestamp: Any = None
+    payload: _Payload | None = None
+
+
+DECODER = msgspec.json.Decoder(_Line)
+EMPTY = _Payload()
+
+
+def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
     out = Parsed()
     for path in paths:
-        state = _File(path, issues)
-        for number, line in json_lines(path, issues):
+        state = _File(path, issues, tools)
+        for number, line in records(path, issues, DECODER):
             state.line(number, line)
         out.extend(state.finish())
     return out
@@ -64,11 +99,11 @@ def _iso_ms(value: object) -> int | None:
         return None
 
 
-def _parent(meta: dict) -> str | None:
+def _parent(meta: _Payload) -> str | None:
     """The parent thread of a forked or spawned rollout, or None for a root session."""
-    spawn = as_dict(as_dict(as_dict(meta.get("source")).get("subagent")).get("thread_spawn"))
-    parent = meta.get("forked_from_id") or spawn.get("parent_thread_id")
-    if parent is None and meta.get("thread_source") == "subagent":
+    spawn = as_dict(as_dict(as_dict(meta.source).get("subagent")).get("thread_spawn"))
+    parent = meta.forked_from_id or spawn.get("parent_thread_id")
+    if parent is None and meta.thread_source == "subagent":
         return "?"
     return parent
 
@@ -101,18 +136,30 @@ def _tool_output(output: object) -> tuple[int, bool]:
     return text_chars(output), False
 
 
+class _Response(NamedTuple):
+    """A response as its line found it; mapped to a row at the end, once the file's row source is known."""
+
+    number: int
+    timestamp: object
+    usage: object
+    tool_calls: int
+    turn: int | None
+    model: str | None
+
+
 @dataclass
 class _File:
     path: Path
     issues: Issues
+    want_tools: bool
     session_id: str | None = None
     cli_version: str | None = None
     fork_ms: int | None = None
     replaying: bool = False
     model: str | None = None
     turn_ids: list[str] = field(default_factory=list)
-    counted: list[dict] = field(default_factory=list)
-    recorded: list[dict] = field(default_factory=list)
+    counted: list[_Response] = field(default_factory=list)
+    recorded: list[_Response] = field(default_factory=list)
     response_ids: set[str] = field(default_factory=set)
     prev_ident: bytes | None = None
     prev_total: dict | None = None
@@ -129,43 +176,43 @@ class _File:
     collapsed: int = 0
     replayed: int = 0
 
-    def line(self, number: int, line: dict) -> None:
-        kind, payload = text(line.get("type")), as_dict(line.get("payload"))
+    def line(self, number: int, line: _Line) -> None:
+        kind, payload = text(line.type), line.payload or EMPTY
         if kind not in KNOWN:
             self.issues.unknown_type(self.path, number, kind)
         elif kind == "session_meta":
             self._meta(payload)
-        elif kind == "turn_context" or (kind == "event_msg" and payload.get("type") == "task_started"):
+        elif kind == "turn_context" or (kind == "event_msg" and payload.type == "task_started"):
             self._turn(kind, payload)
         if self.replaying:
-            if kind == "event_msg" and payload.get("type") == "token_count" and isinstance(payload.get("info"), dict):
-                self._replayed(payload["info"])
+            if kind == "event_msg" and payload.type == "token_count" and isinstance(payload.info, dict):
+                self._replayed(payload.info)
             return
         if kind == "response_item":
             self._item(payload)
         elif kind == "token_usage_record":
             self._record(number, line, payload)
-        elif kind == "event_msg" and payload.get("type") == "token_count":
+        elif kind == "event_msg" and payload.type == "token_count":
             self._token_count(number, line, payload)
         elif kind == "compacted":
             self._event(number, line, kind)
-        elif kind == "event_msg" and payload.get("type") in ("context_compacted", "turn_aborted"):
-            self._event(number, line, payload["type"])
+        elif kind == "event_msg" and payload.type in ("context_compacted", "turn_aborted"):
+            self._event(number, line, payload.type)
 
     def _cycle(self) -> int:
         """The response being generated now: responses completed so far."""
         return len(self.recorded) if self.recorded else len(self.counted)
 
-    def _meta(self, meta: dict) -> None:
+    def _meta(self, meta: _Payload) -> None:
         if self.session_id is not None:
             return  # a replayed parent's meta: the first one is this file's own
-        self.session_id, self.cli_version = meta.get("id"), meta.get("cli_version")
+        self.session_id, self.cli_version = meta.id, meta.cli_version
         if _parent(meta) is not None:
-            self.fork_ms = uuid7_ms(meta.get("id")) or _iso_ms(meta.get("timestamp"))
+            self.fork_ms = uuid7_ms(meta.id) or _iso_ms(meta.timestamp)
             self.replaying = True
 
-    def _turn(self, kind: str, payload: dict) -> None:
-        turn_id = payload.get("turn_id")
+    def _turn(self, kind: str, payload: _Payload) -> None:
+        turn_id = payload.turn_id
         if self.replaying:
             started = uuid7_ms(turn_id)
             own = (started >= self.fork_ms) if None not in (started, self.fork_ms) else kind == "turn_context"
@@ -175,7 +222,7 @@ class _File:
         if turn_id is not None and turn_id not in self.turn_ids:
             self.turn_ids.append(turn_id)
         if kind == "turn_context":
-            self.model = payload.get("model") or self.model
+            self.model = payload.model or self.model
 
     def _replayed(self, info: dict) -> None:
         ident = _identity(info)
@@ -184,40 +231,44 @@ class _File:
         self.prev_ident, self.prev_total = ident, info.get("total_token_usage")
         self.baseline = self.prev_total
 
-    def _item(self, item: dict) -> None:
-        kind = text(item.get("type"))
+    def _item(self, item: _Payload) -> None:
+        kind = text(item.type)
         if kind in CALLS:
-            self.calls[str(item.get("call_id"))] = (item.get("name") or kind, self._cycle())
+            self.calls[str(item.call_id)] = (item.name or kind, self._cycle())
             self.calls_for_count += 1
             self.calls_for_record += 1
             self.output_since = True
-        elif kind == "reasoning" or (kind == "message" and item.get("role") == "assistant"):
+        elif kind == "reasoning" or (kind == "message" and item.role == "assistant"):
             self.output_since = True
-        elif kind in RESULTS:
-            name, cycle = self.calls.get(str(item.get("call_id")), (None, self._cycle() - 1))
-            chars, is_error = _tool_output(item.get("output"))
+        elif kind in RESULTS and self.want_tools:
+            name, cycle = self.calls.get(str(item.call_id), (None, self._cycle() - 1))
+            chars, is_error = _tool_output(msgspec.json.decode(item.output))
             self.tools.append(result_row(cycle + 1, name, chars, is_error))
 
-    def _row(self, number: int, line: dict, usage: object, tool_calls: int) -> dict:
+    def _response(self, number: int, line: _Line, usage: object, tool_calls: int) -> _Response:
+        return _Response(number, line.timestamp, usage, tool_calls, len(self.turn_ids) or None, self.model)
+
+    def _row(self, cycle: int, resp: _Response) -> dict:
         try:
-            canonical = _usage.codex(usage)
+            canonical = _usage.codex(resp.usage)
         except _usage.UsageError as exc:
-            self.issues.add(self.path, number, f"{exc}; usage of this response unknown")
+            self.issues.add(self.path, resp.number, f"{exc}; usage of this response unknown")
             canonical = _usage.unknown()
         return {
-            "turn": len(self.turn_ids) or None,
+            "cycle": cycle,
+            "turn": resp.turn,
             "backend": BACKEND,
-            "model": self.model,
+            "model": resp.model,
             "source_format": FORMAT,
             "source_path": str(self.path),
-            "source_line": number,
+            "source_line": resp.number,
             **canonical,
-            "tool_calls": tool_calls,
-            "started_at": line.get("timestamp"),
+            "tool_calls": resp.tool_calls,
+            "started_at": resp.timestamp,
         }
 
-    def _record(self, number: int, line: dict, record: dict) -> None:
-        thread, response_id = record.get("thread_id"), text(record.get("response_id"))
+    def _record(self, number: int, line: _Line, record: _Payload) -> None:
+        thread, response_id = record.thread_id, text(record.response_id)
         if None not in (thread, self.session_id) and thread != self.session_id:
             self.replayed += 1
             return
@@ -226,15 +277,15 @@ class _File:
                 self.collapsed += 1
                 return
             self.response_ids.add(response_id)
-        self.recorded.append(self._row(number, line, record.get("usage"), self.calls_for_record))
+        self.recorded.append(self._response(number, line, record.usage, self.calls_for_record))
         self.calls_for_record = 0
 
-    def _token_count(self, number: int, line: dict, payload: dict) -> None:
-        self._rates(payload.get("rate_limits"))
-        info = payload.get("info")
+    def _token_count(self, number: int, line: _Line, payload: _Payload) -> None:
+        self._rates(payload.rate_limits)
+        info = payload.info
         if not isinstance(info, dict):
             if self.output_since:
-                self.counted.append(self._row(number, line, None, self.calls_for_count))
+                self.counted.append(self._response(number, line, None, self.calls_for_count))
                 self.calls_for_count, self.output_since = 0, False
             return
         ident = _identity(info)
@@ -246,7 +297,7 @@ class _File:
             return
         total, last = info.get("total_token_usage"), info.get("last_token_usage")
         usage = last if isinstance(last, dict) else _minus(total, self.prev_total) if isinstance(total, dict) else None
-        self.counted.append(self._row(number, line, usage, self.calls_for_count))
+        self.counted.append(self._response(number, line, usage, self.calls_for_count))
         self.calls_for_count, self.output_since = 0, False
         self.prev_ident, self.prev_total = ident, total if isinstance(total, dict) else self.prev_total
         if isinstance(total, dict):
@@ -259,14 +310,14 @@ class _File:
                 entry = self.rates.setdefault(window, {"first": used, "window_minutes": value.get("window_minutes")})
                 entry["last"] = used
 
-    def _event(self, number: int, line: dict, kind: str) -> None:
+    def _event(self, number: int, line: _Line, kind: str) -> None:
         self.events.append(
             {
                 "source_path": str(self.path),
                 "source_line": number,
                 "cycle": self._cycle(),
                 "kind": kind,
-                "timestamp": line.get("timestamp"),
+                "timestamp": line.timestamp,
                 "detail": {},
             }
         )
@@ -300,9 +351,8 @@ class _File:
     def finish(self) -> Parsed:
         if self.replaying:
             self.issues.add(self.path, 0, "fork/subagent rollout whose replayed parent history never ended; no rows")
-        rows = self.recorded or self.counted
-        for cycle, row in enumerate(rows):
-            row["cycle"] = cycle
+        # only the responses of the rows' source are mapped, so only their usage problems are reported
+        rows = [self._row(cycle, resp) for cycle, resp in enumerate(self.recorded or self.counted)]
         out = Parsed(rows=rows, tools=self.tools)
         out.attrs["events"] = self.events
         out.attrs["crosscheck"] = self._crosscheck(rows)

@@ -18,10 +18,13 @@ from kit.transcripts._tools import result_row
 FORMAT = "provider_log"
 
 
-def read(paths: Sequence[Path], issues: Issues) -> Parsed:
+def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
+    """Rows of ``paths``; tool-result rows only with ``tools`` (this format has few, so they cost little)."""
     out = Parsed()
     for path in paths:
         out.extend(_read_file(path, issues))
+    if not tools:
+        out.tools = []
     return out
 
 

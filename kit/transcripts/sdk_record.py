@@ -33,7 +33,8 @@ def tool_calls(api: str, response: dict) -> int:
     return sum(as_dict(b).get("type") in ("tool_use", "server_tool_use") for b in as_list(response.get("content")))
 
 
-def read(paths: Sequence[Path], issues: Issues) -> Parsed:
+def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
+    """Rows of ``paths``; tool-result rows only with ``tools`` (this format has few, so they cost little)."""
     out = Parsed()
     for path in paths:
         rows: list[dict] = []
@@ -66,4 +67,6 @@ def read(paths: Sequence[Path], issues: Issues) -> Parsed:
             )
         out.rows += rows
         out.attrs["files"].append(file_summary(path, FORMAT, rows))
+    if not tools:
+        out.tools = []
     return out
