@@ -37,6 +37,7 @@ from nbconvert import HTMLExporter
 from PIL import Image
 
 from kit import cachemodel, plots, stats
+from kit.layout import atomic_write, write_text
 from kit.redact import redact_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -345,8 +346,7 @@ class _SharedCssExporter(HTMLExporter):
             target = self.css_dir / Path(name).name
             text = self.environment.loader.get_source(self.environment, name)[0]
             if not target.is_file() or target.read_text() != text:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
+                write_text(target, text)
             href = Path(os.path.relpath(target, self.html_dir)).as_posix()
             return markupsafe.Markup(f'<link rel="stylesheet" href="{markupsafe.escape(href)}">')
 
@@ -371,7 +371,7 @@ def link_figures(notebook: Path) -> int:
             replaced += 1
     if replaced:
         nb.metadata.setdefault("kit", {})["lean_snapshot"] = LEAN_MARK
-        nbformat.write(nb, notebook)
+        atomic_write(notebook, lambda tmp: nbformat.write(nb, tmp))
     return replaced
 
 
@@ -386,7 +386,7 @@ def palette_png(png: Path) -> bool:
     if im.mode not in ("RGB", "RGBA") or (im.mode == "RGBA" and im.getextrema()[3][0] < 255):
         return False
     quantized = im.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-    quantized.save(png, format="PNG", optimize=True)
+    atomic_write(png, lambda tmp: quantized.save(tmp, format="PNG", optimize=True))
     return True
 
 
@@ -395,8 +395,7 @@ def export_html(notebook: Path, css_dir: Path) -> Path:
     nb = nbformat.read(notebook, as_version=4)
     html, _ = _SharedCssExporter(css_dir, notebook.parent).from_notebook_node(nb)
     target = notebook.with_suffix(".html")
-    target.write_text(redact_text(html))
-    return target
+    return write_text(target, redact_text(html))
 
 
 def lean_example(batch_dir: Path, css_dir: Path) -> list[str]:

@@ -77,7 +77,7 @@ def write_json(path: Path, obj: Any) -> Path:
 
 
 def write_text(path: Path, text: str) -> Path:
-    return atomic_write(path, lambda tmp: tmp.write_text(text))
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def write_table(path: Path, df: pd.DataFrame) -> Path:

@@ -27,6 +27,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, PercentFormatter
 from scipy import stats
 
+from kit.layout import atomic_write
+
 SIMULATION_CAPTION = "SIMULATION (embedded provider) — not a real model's cost"
 # Colour-blind-safe qualitative palette without its grey, which is kept for reference lines.
 ARM_PALETTE = [c for c in sns.color_palette("colorblind").as_hex() if c != "#949494"]
@@ -179,9 +181,9 @@ def save(fig: Figure, folder: str | Path, name: str) -> tuple[Path, Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     png, svg = folder / f"{name}.png", folder / f"{name}.svg"
-    fig.savefig(png, dpi=120, format="png", metadata={"Software": None})
+    atomic_write(png, lambda tmp: fig.savefig(tmp, dpi=120, format="png", metadata={"Software": None}))
     with matplotlib.rc_context({"svg.hashsalt": "agent-ab-kit"}):
-        fig.savefig(svg, format="svg", metadata={"Date": None})
+        atomic_write(svg, lambda tmp: fig.savefig(tmp, format="svg", metadata={"Date": None}))
     return png, svg
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import mistune
 import pandas as pd
 
+from kit.layout import write_text
 from kit.plots import grade_summary, n_per_arm
 
 SIMULATION_BANNER = (
@@ -397,8 +398,8 @@ def write_report(
     lines += _figure_lines(batch_dir, figures)
     markdown = "\n".join(lines).rstrip() + "\n"
     md_path = batch_dir / "report.md"
-    md_path.write_text(markdown, encoding="utf-8")
-    (batch_dir / "report.html").write_text(_html(markdown, f"Token-cost report: {batch_text}"), encoding="utf-8")
+    write_text(md_path, markdown)
+    write_text(batch_dir / "report.html", _html(markdown, f"Token-cost report: {batch_text}"))
     return md_path
 
 

@@ -532,3 +532,26 @@ def test_no_half_written_table_or_manifest_survives_a_kill(tmp_path):
         assert len(parquet) == 20_000 and parquet["version"].nunique() == 1
         assert len(csv) == 20_000 and csv["version"].nunique() == 1
         assert abs(int(parquet["version"][0]) - manifest["version"]) <= 1
+
+
+def test_figures_and_report_are_written_atomically(tmp_path, monkeypatch):
+    """A figure whose rendering fails midway (a full disk, a kill) leaves the previous PNG/SVG and no temporary."""
+    from matplotlib.figure import Figure
+
+    from kit import plots, report
+
+    fig = Figure()
+    fig.add_subplot().plot([0, 1], [1, 2])
+    png, svg = plots.save(fig, tmp_path, "ratio")
+    before = png.read_bytes(), svg.read_bytes()
+
+    def broken_savefig(self, target, **kwargs):
+        Path(target).write_bytes(b"\x89PNG half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Figure, "savefig", broken_savefig)
+    with pytest.raises(OSError, match="disk full"):
+        plots.save(fig, tmp_path, "ratio")
+    assert (png.read_bytes(), svg.read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ratio.png", "ratio.svg"]
+    assert report.write_text.__module__ == "kit.layout"  # report.md / report.html go through the same rename

@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 import orjson
@@ -192,26 +193,19 @@ def rss_growth(path: Path) -> tuple[int, list[int]]:
     return int(growth_kb) * 1024, json.loads(lines)
 
 
-# Measured (this commit): a 64 MB line grows the reader's RSS by ~58 MB when it is valid JSON (it is parsed
-# whole) and by ~185 MB when it is cut (kit/transcripts/_base.py ``_lines`` gathers an over-long line, joins
-# it, and the error path copies it again). Another helper owns kit/transcripts/ and is changing it now, so the
-# mark is not strict: an XPASS in the summary says the reader streams and the mark can go.
-GATHERS_LONG_LINES = pytest.mark.xfail(
-    strict=False, reason="kit/transcripts/_base.py _lines holds a whole over-long line in memory (several copies)"
-)
+# A line over kit/transcripts/_base.py MAX_LINE (8 MB) is reported and read past without being held: before,
+# a 64 MB line grew the reader's RSS by ~58 MB (valid) to ~185 MB (cut), and a 1 GB line by 2.7 GB.
 
 
-@GATHERS_LONG_LINES
 @pytest.mark.parametrize("complete", [True, False], ids=["with-newline", "truncated"])
 def test_a_64mb_line_is_reported_in_bounded_memory(tmp_path, complete):
     size = 64 << 20
     growth, lines = rss_growth(huge_line_file(tmp_path / "rollout-huge.jsonl", size, complete=complete))
     assert growth < size // 4, f"RSS grew {growth / 2**20:.0f} MB while reading a 64 MB line"
-    assert 2 in lines  # the huge line is reported with its place
+    assert lines == [2]  # the huge line is reported with its place, and only it: the line after it is read
 
 
 @pytest.mark.slow
-@GATHERS_LONG_LINES
 def test_a_1gb_line_is_reported_in_bounded_memory(tmp_path):
     size = 1 << 30
     growth, lines = rss_growth(huge_line_file(tmp_path / "rollout-huge.jsonl", size, complete=True))
@@ -226,3 +220,18 @@ def test_long_lines_within_the_chunk_are_read_exactly(tmp_path):
     path = _write(tmp_path / SHARED[0].name, b"\n".join(lines) + b"\n")
     df = transcripts.read(path)
     assert all(i["source_line"] != 2 or "unknown" in i["reason"] for i in df.attrs["issues"])
+
+
+@pytest.mark.parametrize(("size_mb", "reported"), [(6, []), (9, [2])])
+def test_lines_over_a_chunk_are_joined_up_to_the_limit_and_reported_past_it(tmp_path, size_mb, reported):
+    """A 6 MB line spans two 4 MB reads and is read; a 9 MB one is over MAX_LINE (8 MB): reported, then read past."""
+    path = huge_line_file(tmp_path / "rollout-long.jsonl", size_mb << 20, complete=True)
+    df = transcripts.read(path)
+    assert [i["source_line"] for i in df.attrs["issues"]] == reported
+    assert df.attrs["files"][0]["cli_version"] == "0.135.0"  # the first line was read either way
+    with (
+        pytest.raises(transcripts.TranscriptError, match=r"rollout-long\.jsonl:2: line longer than 8 MB")
+        if reported
+        else nullcontext()
+    ):
+        transcripts.read(path, strict=True)

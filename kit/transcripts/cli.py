@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kit.layout import write_table
 from kit.transcripts import FORMATS, TranscriptError, read
 
 TOTALS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "uncached_input_tokens", "output_tokens"]
@@ -32,12 +33,9 @@ def totals(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write(df: pd.DataFrame, out: Path) -> None:
-    if out.suffix == ".parquet":
-        df.to_parquet(out, index=False)
-    elif out.suffix == ".csv":
-        df.to_csv(out, index=False)
-    else:
+    if out.suffix not in (".parquet", ".csv"):
         raise ValueError(f"--out {out}: expected a .parquet or .csv file name")
+    write_table(out, df)
 
 
 def main(argv: list[str] | None = None) -> int:
