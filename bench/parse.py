@@ -27,7 +27,7 @@ Peers (``make bench-peers``): ccusage 20.0.24's native binary for both corpora (
 ``ccusage codex session``, which replaced the ``@ccusage/codex`` package, now a stub saying "use npx
 ccusage"), and ``@ccusage/codex`` 18.0.11, that package's last working release (Node).
 Exit status 1 when the kit misses the expected totals or differs from ccusage 20.0.24, 2 when that
-peer is not installed. ``--probes`` adds small cases outside the corpus where the tools disagree.
+peer is not installed. ``--probes`` adds small cases outside the corpus where counting rules matter.
 """
 
 from __future__ import annotations
@@ -463,7 +463,7 @@ def bench(name: str, corpus: Corpus, tools: list[Peer], home: Path, repeats: int
 
 
 def probes(base: Path, home: Path) -> list[dict]:
-    """Cases outside the benchmark corpus where ccusage 20.0.24 and the kit disagree, each on a tiny corpus.
+    """Cases outside the benchmark corpus where counting rules matter, each on a tiny corpus (kit vs ccusage 20.0.24).
 
     Built from spotter's tool_heavy session (4 responses in 9 assistant lines) and a one-response
     Codex rollout; the benchmark corpus has none of these shapes.
@@ -518,6 +518,7 @@ def probe_row(case: str, kit: Totals, peer: Totals) -> dict:
         "case": case,
         "kit in/read/write/out": f"{kit.input}/{kit.cache_read}/{kit.cache_write}/{kit.output}",
         "ccusage in/read/write/out": f"{peer.input}/{peer.cache_read}/{peer.cache_write}/{peer.output}",
+        "same": "yes" if kit.agrees(peer) else "no",
     }
 
 
@@ -527,7 +528,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5, help="timed runs of each tool, alternating")
     ap.add_argument("--keep", type=Path, help="write the corpora here and keep them (default: a temp dir)")
     ap.add_argument("--seed", type=int, default=20260601)
-    ap.add_argument("--probes", action="store_true", help="also show the cases where the tools count differently")
+    ap.add_argument("--probes", action="store_true", help="also show small cases where counting rules matter")
     args = ap.parse_args()
     if not os.access(CCUSAGE, os.X_OK):
         print(f"ccusage not installed at {CCUSAGE}: run `make bench-peers`", file=sys.stderr)
@@ -541,7 +542,7 @@ def main() -> int:
         ok = bench("claude", claude_corpus(base / "claude", target, rng), tools["claude"], home, args.repeats)
         ok &= bench("codex", codex_corpus(base / "codex", target, rng), tools["codex"], home, args.repeats)
         if args.probes:
-            print("\nwhere the kit and ccusage 20.0.24 count differently (not in the corpus):")
+            print("\nshapes where counting rules matter (not in the corpus):")
             print(table(probes(base, home)))
     finally:
         if args.keep is None:

@@ -59,7 +59,9 @@ def test_same_size_files_are_copies_only_when_the_whole_content_matches(tmp_path
         (str(copied), f"duplicate of {original} (same content); counted once"),
         (str(head), "unknown line type 'file-history-snapshoT'; ignored (further lines of this type not reported)"),
     ]
-    assert sorted(set(df.source_path)) == sorted(map(str, (original, tail, head)))
+    # head repeats original's responses (same ids): each counts once, in the last file read (attrs["repeats"])
+    assert sorted(set(df.source_path)) == sorted(map(str, (tail, head)))
+    assert {r["source_path"] for r in df.attrs["repeats"]} == {str(original), str(tail)}
 
 
 def test_side_tables_are_shared_by_derived_frames_not_copied():

@@ -7,9 +7,11 @@ place (``source_line`` 0 is the file as a whole), and ``strict=True`` raises on 
 
 ``df.attrs`` also carries what the canonical columns cannot: ``files`` (format, CLI version, counts per
 file), ``events`` (compactions, errors, ``result`` events), ``sidechain_ids`` (responses of subagent
-contexts, by source_path and cycle), ``crosscheck`` (a transcript's own totals against the sum of its
-rows) and ``rate_limits`` (Codex used-percent, first and last). Identity columns (batch, arm, run,
-trial_id, turn) stay NA unless the source states them; the parse stage fills them from meta.json.
+contexts, by source_path and cycle), ``repeats`` (copies of a response in another session file, as in
+a resumed session's history: counted once, see ``claude_session``), ``crosscheck`` (a transcript's own
+totals against the sum of its rows) and ``rate_limits`` (Codex used-percent, first and last). Identity
+columns (batch, arm, run, trial_id, turn) stay NA unless the source states them; the parse stage fills
+them from meta.json.
 """
 
 from __future__ import annotations

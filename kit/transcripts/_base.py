@@ -68,7 +68,9 @@ class Parsed:
     rows: list[dict] = field(default_factory=list)
     tools: list[dict] = field(default_factory=list)
     attrs: dict[str, list] = field(
-        default_factory=lambda: {k: [] for k in ("files", "events", "sidechain_ids", "crosscheck", "rate_limits")}
+        default_factory=lambda: {
+            k: [] for k in ("files", "events", "sidechain_ids", "repeats", "crosscheck", "rate_limits")
+        }
     )
 
     def extend(self, other: Parsed) -> None:

@@ -40,14 +40,21 @@ def _output(usage: object) -> int:
 
 @dataclass
 class Responses:
-    """The responses of one file in first-seen order, with the tool calls each asked for."""
+    """The responses of one file in first-seen order, with the tool calls each asked for.
+
+    ``local`` holds the keys made up from a line number (no ``message.id`` nor ``requestId``): they
+    name a response within this file only. ``callers`` gives, for each tool row, the cycle of the
+    response that called the tool (None when the call is not in the file).
+    """
 
     path: Path
     fmt: str
     issues: Issues
     by_key: dict[str, _Response] = field(default_factory=dict)
+    local: set[str] = field(default_factory=set)
     calls: dict[str, tuple[str | None, int]] = field(default_factory=dict)
     tools: list[dict] = field(default_factory=list)
+    callers: list[int | None] = field(default_factory=list)
 
     def add(
         self,
@@ -61,9 +68,12 @@ class Responses:
         timestamp: object,
     ) -> _Response:
         """One assistant line: a new response, or another line of one already seen (``content``: its blocks)."""
-        key = str(message_id or request_id or f"line {line}")
+        ident = message_id or request_id
+        key = str(ident) if ident else f"line {line}"
         resp = self.by_key.get(key)
         if resp is None:
+            if not ident:
+                self.local.add(key)
             resp = _Response(
                 cycle=len(self.by_key),
                 first_line=line,
@@ -93,9 +103,11 @@ class Responses:
         for block in content:
             if not isinstance(block, dict) or block.get("type") != "tool_result":
                 continue
-            name, cycle = self.calls.get(str(block.get("tool_use_id")), (None, len(self.by_key) - 1))
+            call = self.calls.get(str(block.get("tool_use_id")))
+            name, cycle = call or (None, len(self.by_key) - 1)
             chars, error = text_chars(block.get("content")), block.get("is_error") is True
             self.tools.append(result_row(cycle + 1, name, chars, error))
+            self.callers.append(None if call is None else call[1])
 
     def rows(self) -> list[dict]:
         rows, path = [], str(self.path)
@@ -126,6 +138,12 @@ class Responses:
             for key, r in self.by_key.items()
             if r.sidechain
         ]
+
+
+def keep_rank(resp: _Response) -> tuple[bool, int]:
+    """How one file's copy of a response ranks against another file's: the parent's own copy (not a
+    sidechain) first, then the larger output, as within a file."""
+    return not resp.sidechain, _output(resp.usage)
 
 
 def is_synthetic(model: object, api_error: object) -> bool:

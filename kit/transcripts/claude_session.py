@@ -1,8 +1,10 @@
 """Claude Code session files (``~/.claude/projects/<dir>/<session>.jsonl``, and ``subagents/agent-*.jsonl``).
 
-One row per API response, deduped by ``message.id`` (see ``_claude``). Responses whose lines are all
-``isSidechain`` (subagents, compaction requests) stay rows, because they cost tokens, and are listed in
-``attrs["sidechain_ids"]`` so the occupancy analysis can keep them out of the parent's context.
+One row per API response, deduped by ``message.id`` (see ``_claude``) within a file and across the
+files of one read (``_drop_repeats``: resumed sessions and subagent logs repeat responses). Responses
+whose lines are all ``isSidechain`` (subagents, compaction requests) stay rows, because they cost
+tokens, and are listed in ``attrs["sidechain_ids"]`` so the occupancy analysis can keep them out of
+the parent's context.
 ``system`` lines (``compact_boundary`` with its ``compactMetadata``, …), Claude Code's ``cost-state``
 and its synthetic error messages go to ``attrs["events"]``; bookkeeping lines (``api-request``,
 snapshots, progress, …) are read past. The CLI's ``output_tokens`` may be a partial streaming snapshot
@@ -13,13 +15,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from kit.transcripts._base import Issues, Parsed, file_summary, records, text
-from kit.transcripts._claude import Responses, is_synthetic
+from kit.transcripts._claude import Responses, is_synthetic, keep_rank
 
 FORMAT = "claude_session"
 
@@ -85,10 +88,71 @@ TOOL_USE, TOOL_RESULT = re.compile(rb'"tool_use"'), re.compile(rb'"tool_result"'
 
 
 def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
+    """Rows of every file, each response once across files (``_drop_repeats``); ``tools=False`` skips tool results."""
+    files = [_read_file(path, issues, tools) for path in paths]
     out = Parsed()
-    for path in paths:
-        out.extend(_read_file(path, issues, tools))
+    out.attrs["repeats"] = _drop_repeats(files)
+    for parsed, _ in files:
+        out.extend(parsed)
     return out
+
+
+@dataclass
+class _Ids:
+    """What the dedupe across files needs of one file: per response id, its cycle, last line and rank
+    (``keep_rank``), and the calling cycle of each tool row. The responses themselves, usage objects
+    and all, are let go, so that a big read does not hold them to the end."""
+
+    path: Path
+    cycles: dict[str, tuple[int, int, tuple[bool, int]]]
+    callers: list[int | None]
+
+
+def _drop_repeats(files: list[tuple[Parsed, _Ids]]) -> list[dict]:
+    """Keep each response (same ``message.id``, else ``requestId``) in one file only; list the copies dropped.
+
+    A resumed or forked session's file repeats the parent's history, and a subagent log can replay its
+    parent's responses (with ``isSidechain``): counting every file would count those responses twice
+    (ccusage dedupes across files too). The copy kept is the parent's own (not a sidechain) where there
+    is one, then, as within a file, the one with the largest output, the last read on ties. A dropped
+    copy takes its tool results along; it is not an issue, since such copies are expected, and goes to
+    ``attrs["repeats"]`` with the place of the copy kept.
+    """
+    dropped: dict[int, set[int]] = {}
+    repeats = []
+    for key, found in _copies([ids for _, ids in files]).items():
+        kept_index, (_, kept_line, _) = max(found, key=lambda c: (*c[1][2], c[0]))
+        for index, (cycle, line, _) in found:
+            if index == kept_index:
+                continue
+            dropped.setdefault(index, set()).add(cycle)
+            entry = {"source_path": str(files[index][1].path), "source_line": line, "cycle": cycle}
+            entry |= {"message_id": key, "kept_path": str(files[kept_index][1].path), "kept_line": kept_line}
+            repeats.append((index, cycle, entry))
+    for index, cycles in dropped.items():
+        parsed, ids = files[index]
+        parsed.rows = [r for r in parsed.rows if r["cycle"] not in cycles]
+        parsed.tools = [t for t, c in zip(parsed.tools, ids.callers, strict=True) if c not in cycles]
+        parsed.attrs["sidechain_ids"] = [s for s in parsed.attrs["sidechain_ids"] if s["cycle"] not in cycles]
+        parsed.attrs["files"][0].update(rows=len(parsed.rows), repeats=len(cycles))
+    return [entry for *_, entry in sorted(repeats, key=lambda r: r[:2])]
+
+
+def _copies(files: list[_Ids]) -> dict[str, list[tuple[int, tuple[int, int, tuple[bool, int]]]]]:
+    """Each response id found in more than one file, with its copies (file index, cycle, line, rank) in file order.
+
+    Found with set operations, once per file, since most ids are in one file only.
+    """
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for ids in files:
+        repeated |= ids.cycles.keys() & seen
+        seen.update(ids.cycles)  # not ``seen |= keys``: with a keys view that copies ``seen`` for every file
+    copies: dict[str, list] = {}
+    for index, ids in enumerate(files):
+        for key in sorted(ids.cycles.keys() & repeated):
+            copies.setdefault(key, []).append((index, ids.cycles[key]))
+    return copies
 
 
 def _blocks(raw: msgspec.Raw, marker: re.Pattern[bytes]) -> object:
@@ -96,7 +160,7 @@ def _blocks(raw: msgspec.Raw, marker: re.Pattern[bytes]) -> object:
     return msgspec.json.decode(raw) if marker.search(raw) else None
 
 
-def _read_file(path: Path, issues: Issues, tools: bool) -> Parsed:
+def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
     responses = Responses(path, FORMAT, issues)
     out = Parsed()
     version = None
@@ -125,8 +189,10 @@ def _read_file(path: Path, issues: Issues, tools: bool) -> Parsed:
     out.rows = responses.rows()
     out.tools = responses.tools
     out.attrs["sidechain_ids"] = responses.sidechain_ids()
-    out.attrs["files"].append(file_summary(path, FORMAT, out.rows, cli_version=version))
-    return out
+    out.attrs["files"].append(file_summary(path, FORMAT, out.rows, cli_version=version, repeats=0))
+    local = responses.local
+    cycles = {k: (r.cycle, r.last_line, keep_rank(r)) for k, r in responses.by_key.items() if k not in local}
+    return out, _Ids(path, cycles, responses.callers)
 
 
 def _event(
