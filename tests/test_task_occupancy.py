@@ -17,6 +17,7 @@ from kit.design import ParamError
 from kit.provider import Message, ToolSpec, serve
 from kit.provider.policy import Conversation, ToolCall
 from kit.tasks import occupancy as oc
+from kit.tasks import userrepo
 from kit.tokens import count
 
 CWD = "/work/repo_a"
@@ -361,7 +362,7 @@ def test_user_repository_is_copied_read_only_and_never_graded(user_repo, tmp_pat
         "src/a.py",
         "src/pkg/b.py",
     ]
-    assert pack.grade("anything") == oc.userrepo.NO_TRUTH and pack.grade_turns(["a"]).score is None
+    assert pack.grade("anything") == userrepo.NO_TRUTH and pack.grade_turns(["a"]).score is None
     described = pack.describe()
     assert described["files"] == 2 and described["globs"] == ["src/*.py", "src/**/*.py"]
     assert "fixture_sha256" not in described and len(described["repo_sha256"]) == 64

@@ -18,18 +18,17 @@ so the arms differ in cycles and therefore in re-sent prompt tokens, not in qual
 from __future__ import annotations
 
 import ast
-import hashlib
 import random
 import re
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kit.design import Arm
 from kit.provider.policy import Conversation, Reply, ToolCall
 from kit.tasks import tooluse, userrepo
 from kit.tasks.base import Grade
+from kit.tasks.repo_pack import RepoFixture
 
 MODULES = (
     "ingest", "normalize", "dedupe", "enrich", "validate", "score",
@@ -210,8 +209,10 @@ class BatchReadPolicy:
 
 
 @dataclass
-class BatchReadPack:
+class BatchReadPack(RepoFixture):
     """The pack object the run stage uses (see the module docstring)."""
+
+    generator = staticmethod(generate)
 
     seed: int = 0
     preset: str = "small"
@@ -247,18 +248,6 @@ class BatchReadPack:
     def grade_for(self, run: int, answer: str) -> Grade:
         return self.grade(answer)
 
-    def fixture(self) -> Fixture:
-        return generate(self.seed, self.preset)
-
-    def prepare(self, workdir: Path) -> None:
-        if self._repo is not None:
-            self._repo.copy_into(workdir)
-            return
-        for rel, text in self.fixture().files.items():
-            path = workdir / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-
     def policy(self) -> BatchReadPolicy:
         return BatchReadPolicy(self.p_batch, self.q_batch)
 
@@ -271,13 +260,13 @@ class BatchReadPack:
         if self._repo is not None:
             base = {"task": self.name, "p_batch": self.p_batch, "q_batch": self.q_batch, "prompt": self.prompts()[0]}
             return {**base, "true_effect": self.true_effect, **self._repo.describe()}
-        digest = hashlib.sha256("".join(f"{k}\0{v}" for k, v in sorted(self.fixture().files.items())).encode())
-        return {
-            "task": self.name,
-            "seed": self.seed,
-            "preset": self.preset,
-            "p_batch": self.p_batch,
-            "q_batch": self.q_batch,
-            "true_effect": self.true_effect,
-            "fixture_sha256": digest.hexdigest(),
-        }
+        return self.describe_repo(
+            {
+                "task": self.name,
+                "seed": self.seed,
+                "preset": self.preset,
+                "p_batch": self.p_batch,
+                "q_batch": self.q_batch,
+                "true_effect": self.true_effect,
+            }
+        )

@@ -42,10 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit.design import Arm, ParamError
+from kit.design import Arm
 from kit.provider.policy import Conversation, Reply, ToolCall
-from kit.tasks import tooluse, userrepo
+from kit.tasks import tooluse
 from kit.tasks.base import Grade
+from kit.tasks.repo_pack import QuestionChain
 
 QUESTIONS = (
     "Where does authentication happen in this project? Name the file and the function that authenticates an "
@@ -612,8 +613,14 @@ class SessionChainPolicy:
 
 
 @dataclass
-class SessionChainPack:
-    """The pack object the run stage uses (see the module docstring)."""
+class SessionChainPack(QuestionChain):
+    """The pack object the run stage uses (see the module docstring); the final answer is T5, the test plan."""
+
+    QUESTIONS = QUESTIONS
+    PRESETS = PRESETS
+    generator = staticmethod(generate)
+    grade_turn = staticmethod(grade_turn)
+    grade_chain = staticmethod(grade_turns)
 
     seed: int = 0
     preset: str = "small"
@@ -623,12 +630,6 @@ class SessionChainPack:
     globs: list[str] = field(default_factory=list)
     questions: str | None = None  # a `||`-separated chain replacing T1-T5
     name: str = "session-chain"
-
-    def __post_init__(self) -> None:
-        self._repo = userrepo.optional(self.repo, self.globs)
-        if self.preset not in PRESETS:
-            raise ParamError("task_options.preset", f"got {self.preset!r}", sorted(PRESETS))
-        self.prompts()  # a malformed `questions` chain fails here, when the batch is configured
 
     @property
     def true_effect(self) -> str:
@@ -647,50 +648,8 @@ class SessionChainPack:
             ),
         }
 
-    def prompts(self) -> list[str]:
-        if self.questions is None:
-            return list(QUESTIONS)
-        turns = [q.strip() for q in self.questions.split("||")]
-        if not all(turns):
-            raise ParamError("task_options.questions", "an empty turn in the `||` chain", "'q1||q2||q3'")
-        return turns
-
-    def prompts_for(self, run: int) -> list[str]:
-        """Every run asks the same chain."""
-        return self.prompts()
-
-    def grade_for(self, run: int, answer: str) -> Grade:
-        return self.grade(answer)
-
-    def fixture(self) -> Fixture:
-        return generate(self.seed, self.preset)
-
-    def prepare(self, workdir: Path) -> None:
-        if self._repo is not None:
-            self._repo.copy_into(workdir)
-            return
-        for rel, text in self.fixture().files.items():
-            path = workdir / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-
     def policy(self) -> SessionChainPolicy:
         return SessionChainPolicy(self.p_reread, self.p_rediscover, tuple(self.prompts()))
-
-    def grade(self, answer: str) -> Grade:
-        """The final answer (T5, the test plan) against the generated truth; ``grade_turns`` grades every turn."""
-        if self._repo is not None:
-            return userrepo.NO_TRUTH
-        if self.questions is not None:
-            return Grade(None, "no ground truth for custom questions")
-        return grade_turn(len(QUESTIONS) - 1, answer, self.fixture().truth)
-
-    def grade_turns(self, answers: list[str]) -> Grade:
-        if self._repo is not None:
-            return userrepo.NO_TRUTH
-        if self.questions is not None:
-            return Grade(None, "no ground truth for custom questions")
-        return grade_turns(answers, self.fixture().truth)
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -702,7 +661,4 @@ class SessionChainPack:
             "turns": len(self.prompts()),
             "true_effect": self.true_effect,
         }
-        if self._repo is not None:
-            return {**out, **self._repo.describe()}
-        digest = hashlib.sha256("".join(f"{k}\0{v}" for k, v in sorted(self.fixture().files.items())).encode())
-        return {**out, "fixture_sha256": digest.hexdigest()}
+        return self.describe_repo(out)
