@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 from kit.agents import cli_common as cli
@@ -132,38 +131,26 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
             status="failed", reason="claude binary not found (backend_options.claude_bin, .tools, PATH)"
         )
     outcome = TrialOutcome(status="ok", versions={"claude": cli.version(binary), "claude_bin": binary})
-    deadline = time.monotonic() + spec.timeout_s
     home = cli.trial_home(spec, NAME)
-    stdout, stderr = spec.out_dir / STDOUT, spec.out_dir / STDERR
     runs: list[cli.Completed] = []
     session_ids: list[str] = []
+
+    def argv(turn: int) -> list[str]:
+        resume = ["--resume", session_ids[-1]] if session_ids and spec.arm.session == "resume" else []
+        return [binary, *shared, *resume, "--", sessions.turn_prompt(spec, turn, outcome.answers)]
+
+    def events(found: list[dict]) -> tuple[str, str]:
+        session = next((e.get("session_id") for e in found if e.get("session_id")), None)
+        if session and session not in session_ids:
+            session_ids.append(session)
+        answer = next((e.get("result") or "" for e in reversed(found) if e.get("type") == "result"), "")
+        return _turn_failure(found), answer
+
     try:
         shared, kit_env = options(spec, home)
         env = cli.child_env(spec, kit_env)
-        for turn in range(len(spec.prompts)):
-            resume = ["--resume", session_ids[-1]] if session_ids and spec.arm.session == "resume" else []
-            argv = [binary, *shared, *resume, "--", sessions.turn_prompt(spec, turn, outcome.answers)]
-            seen = len(cli.read_jsonl(stdout))
-            run = cli.run_process(
-                argv,
-                env=env,
-                shown=cli.shown_command(argv, kit_env, spec.arm.env),
-                cwd=spec.workdir.resolve(),
-                stdout=stdout,
-                stderr=stderr,
-                deadline=deadline,
-            )
-            runs.append(run)
-            events = cli.read_jsonl(stdout)[seen:]
-            session = next((e.get("session_id") for e in events if e.get("session_id")), None)
-            if session and session not in session_ids:
-                session_ids.append(session)
-            failure = run.failure("claude") or _turn_failure(events)
-            if failure:
-                outcome.status, outcome.reason = "failed", f"turn {turn + 1}: {failure}"
-                break
-            outcome.turns = turn + 1
-            outcome.answers.append(next(e.get("result") or "" for e in reversed(events) if e.get("type") == "result"))
+        turns = cli.Turns("claude", argv, events, env, kit_env, spec.out_dir / STDOUT, spec.out_dir / STDERR)
+        cli.run_turns(spec, outcome, turns, runs)
     finally:
         outcome.transcripts = _copy(home, session_ids, spec.out_dir)
         outcome.cycles = _cycles(spec.out_dir, outcome.transcripts)

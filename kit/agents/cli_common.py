@@ -26,7 +26,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 import orjson
 
 import kit
-from kit.agents.base import TrialSpec
+from kit.agents.base import TrialOutcome, TrialSpec
 from kit.layout import atomic_write
 from kit.redact import MASK, SECRET_NAME, redact
 
@@ -174,6 +174,48 @@ def run_process(
                 proc.wait()
         _signal_group(proc.pid, signal.SIGKILL)  # children the CLI left behind
     return Completed(shown, proc.returncode, timed_out, time.perf_counter() - t0)
+
+
+@dataclass
+class Turns:
+    """How a trial's prompts become CLI processes: one per turn, stopping at the first failed turn."""
+
+    program: str  # the name failures are reported under
+    argv: Callable[[int], list[str]]  # the command line of a turn (its prompt from the answers so far)
+    events: Callable[[list[dict]], tuple[str, str]]  # a turn's new stdout events -> (failure or "", answer)
+    env: Mapping[str, str]
+    kit_env: Mapping[str, str]
+    stdout: Path
+    stderr: Path
+
+
+def run_turns(spec: TrialSpec, outcome: TrialOutcome, turns: Turns, runs: list[Completed]) -> None:
+    """Run each prompt of ``spec`` by ``turns``, appending to ``runs`` (so a caller's cleanup sees every run).
+
+    The outcome gets one answer per completed turn; the first failure (the process's, else the one
+    its events report) marks it failed with the turn's number, and the later turns are not run.
+    """
+    deadline = time.monotonic() + spec.timeout_s
+    for turn in range(len(spec.prompts)):
+        argv = turns.argv(turn)
+        seen = len(read_jsonl(turns.stdout))
+        run = run_process(
+            argv,
+            env=turns.env,
+            shown=shown_command(argv, turns.kit_env, spec.arm.env),
+            cwd=spec.workdir.resolve(),
+            stdout=turns.stdout,
+            stderr=turns.stderr,
+            deadline=deadline,
+        )
+        runs.append(run)
+        reported, answer = turns.events(read_jsonl(turns.stdout)[seen:])
+        failure = run.failure(turns.program) or reported
+        if failure:
+            outcome.status, outcome.reason = "failed", f"turn {turn + 1}: {failure}"
+            return
+        outcome.turns = turn + 1
+        outcome.answers.append(answer)
 
 
 def _signal_group(pgid: int, sig: int) -> None:

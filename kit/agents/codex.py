@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 from kit.agents import cli_common as cli
@@ -139,37 +138,25 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
     if binary is None:
         return TrialOutcome(status="failed", reason="codex binary not found (backend_options.codex_bin, .tools, PATH)")
     outcome = TrialOutcome(status="ok", versions={"codex": cli.version(binary), "codex_bin": binary})
-    deadline = time.monotonic() + spec.timeout_s
     home = cli.trial_home(spec, NAME)
     (home / ".codex").mkdir()
-    stdout, stderr = spec.out_dir / STDOUT, spec.out_dir / STDERR
     runs: list[cli.Completed] = []
     thread_id: str | None = None
+
+    def argv(turn: int) -> list[str]:
+        resume = ["resume", thread_id] if thread_id and spec.arm.session == "resume" else []
+        return [binary, "exec", *options, *resume, "--", sessions.turn_prompt(spec, turn, outcome.answers)]
+
+    def events(found: list[dict]) -> tuple[str, str]:
+        nonlocal thread_id
+        thread_id = next((e["thread_id"] for e in found if e.get("type") == "thread.started"), thread_id)
+        return _turn_failure(found), _last_message(found)
+
     try:
         options, kit_env = config_args(spec, home)
         env = cli.child_env(spec, kit_env)
-        for turn in range(len(spec.prompts)):
-            resume = ["resume", thread_id] if thread_id and spec.arm.session == "resume" else []
-            argv = [binary, "exec", *options, *resume, "--", sessions.turn_prompt(spec, turn, outcome.answers)]
-            seen = len(cli.read_jsonl(stdout))
-            run = cli.run_process(
-                argv,
-                env=env,
-                shown=cli.shown_command(argv, kit_env, spec.arm.env),
-                cwd=spec.workdir.resolve(),
-                stdout=stdout,
-                stderr=stderr,
-                deadline=deadline,
-            )
-            runs.append(run)
-            events = cli.read_jsonl(stdout)[seen:]
-            thread_id = next((e["thread_id"] for e in events if e.get("type") == "thread.started"), thread_id)
-            failure = run.failure("codex") or _turn_failure(events)
-            if failure:
-                outcome.status, outcome.reason = "failed", f"turn {turn + 1}: {failure}"
-                break
-            outcome.turns = turn + 1
-            outcome.answers.append(_last_message(events))
+        turns = cli.Turns("codex", argv, events, env, kit_env, spec.out_dir / STDOUT, spec.out_dir / STDERR)
+        cli.run_turns(spec, outcome, turns, runs)
     finally:
         outcome.transcripts = _copy(home, spec.out_dir)
         outcome.cycles = _cycles(spec.out_dir, outcome.transcripts)
