@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from nbconvert import HTMLExporter
 from PIL import Image
 
-from kit import cachemodel, plots, stats
+from kit import cachemodel, htmlexport, plots, stats
 from kit.layout import atomic_write, write_text
 from kit.redact import redact_text
 
@@ -336,7 +336,7 @@ class _SharedCssExporter(HTMLExporter):
     """nbconvert's HTML with its stylesheets written once into ``css_dir`` and linked, not inlined."""
 
     def __init__(self, css_dir: Path, html_dir: Path, **kw) -> None:
-        super().__init__(embed_images=True, **kw)
+        super().__init__(embed_images=True, **htmlexport.OFFLINE, **kw)
         self.css_dir, self.html_dir = css_dir, html_dir
 
     def _init_resources(self, resources):

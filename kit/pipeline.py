@@ -19,9 +19,9 @@ from typing import Any
 import nbformat
 import papermill
 import yaml
-from nbconvert import HTMLExporter
 from tqdm import tqdm
 
+from kit import htmlexport
 from kit.design import ParamError
 from kit.layout import atomic_write, write_text
 from kit.redact import redact_text
@@ -133,5 +133,5 @@ def record_failure(notebook: Path, exc: Exception) -> None:
 def export_html(notebook: Path) -> Path:
     """The executed notebook as HTML for write-ups (images embedded; secrets redacted)."""
     nb = nbformat.read(notebook, as_version=4)
-    html, _ = HTMLExporter(embed_images=True).from_notebook_node(nb)
+    html, _ = htmlexport.exporter(embed_images=True).from_notebook_node(nb)
     return write_text(notebook.with_suffix(".html"), redact_text(html))

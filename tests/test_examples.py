@@ -237,3 +237,11 @@ def test_explore_notebook_runs_on_the_committed_examples(tmp_path):
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     pairs = len(explore.warmth_pairs(explore.load(str(EXAMPLES / "*"))))
     assert len(images) == pairs + len(_examples())  # one warmth curve per pair, one forest per batch
+
+
+def test_committed_html_loads_nothing_from_another_host():
+    """The committed examples open offline: no CDN script (require.js, MathJax), stylesheet or image."""
+    remote = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|url\(\s*["']?(?:https?:)?//""")
+    pages = sorted(EXAMPLES.rglob("*.html"))
+    assert pages
+    assert [p.relative_to(EXAMPLES).as_posix() for p in pages if remote.search(p.read_text(encoding="utf-8"))] == []

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import struct
 from pathlib import Path
 
@@ -44,6 +45,18 @@ def test_every_stage_executed_and_exported(batch):
         nb = nbformat.read(batch / f"{stage}.ipynb", as_version=4)
         assert any(c.metadata.get("tags") == ["injected-parameters"] for c in nb.cells)
         assert (batch / f"{stage}.html").stat().st_size > 10_000
+
+
+REMOTE = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|url\(\s*["']?(?:https?:)?//""")
+
+
+def test_exported_html_loads_nothing_from_another_host(batch):
+    """Exports are opened offline and attached to write-ups: no script, stylesheet or image from the web."""
+    pages = [*batch.glob("*.html")]
+    assert len(pages) >= len(pipeline.STAGES) + 1  # the four notebooks and the report
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert not REMOTE.findall(html), page.name
 
 
 def test_requests_have_positive_input_for_every_trial(batch):
