@@ -180,10 +180,12 @@ def test_copied_transcript_parses_to_exactly_the_logged_usage(backend, request):
     # stdout has per-turn totals only (Codex: one row per turn; Claude: per-event output is partial)
     stream = transcripts.read(spec.out_dir / stdout)
     assert stream.attrs["issues"] == []
-    # the claude_session reader leaves ``turn`` NA; the stream's rows are the same responses in order
-    turn = rows["turn"] if rows["turn"].notna().all() else stream["turn"]
-    assert list(turn.astype(int)).count(2) >= 1  # the resumed turn is in the same file
-    by_turn = rows.groupby(turn.astype(int).to_numpy())[USAGE].sum()
+    # both number the turns (the resumed turn is in the same file); the stream's totals are per turn
+    turn = rows["turn"].astype(int)
+    assert sorted(set(turn)) == [1, 2] and list(turn) == sorted(turn)
+    if backend == "claude":  # the stream's rows are the same responses in order
+        assert list(turn) == list(stream["turn"].astype(int))
+    by_turn = rows.groupby(turn.to_numpy())[USAGE].sum()
     per_turn = stream.groupby(stream["turn"].astype(int).to_numpy())[USAGE].sum()
     assert per_turn.astype(int).to_dict() == by_turn.astype(int).to_dict()
 

@@ -159,6 +159,18 @@ def test_tool_heavy_four_requests_from_nine_lines():
     assert df.source_line.tolist() == [5, 13, 30, 37]
 
 
+def test_session_turns_start_at_the_users_text_not_at_tool_results_or_cli_lines():
+    """tool_heavy: a prompt (line 4), then an interrupt, ``/mcp`` with its caveat and output, and the
+    second prompt (lines 18-26) before the next response: two turns. The pair's session and stream-json
+    agree (one turn); the subagent's compaction request belongs to no turn of its own file."""
+    users = [(n, line) for n, line in enumerate(raw_lines(TOOL_HEAVY), start=1) if line.get("type") == "user"]
+    texts = [n for n, line in users if "tool_result" not in str(line)]
+    assert texts == [4, 18, 20, 21, 22, 26, 39]
+    assert transcripts.read(TOOL_HEAVY).turn.tolist() == [1, 1, 2, 2]
+    assert transcripts.read(SESSION).turn.tolist() == transcripts.read(STREAM).turn.tolist() == [1, 1, 1]
+    assert transcripts.read(ACOMPACT).turn.isna().all()
+
+
 def test_tool_heavy_dedupe_keeps_173_not_25():
     lines = raw_lines(TOOL_HEAVY)
     outputs = [

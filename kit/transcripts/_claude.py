@@ -30,6 +30,7 @@ class _Response:
     model: str | None
     started_at: str | None
     sidechain: bool
+    turn: int | None
     tool_use_ids: list[str] = field(default_factory=list)
 
 
@@ -66,6 +67,7 @@ class Responses:
         content: object,
         sidechain: bool,
         timestamp: object,
+        turn: int | None = None,
     ) -> _Response:
         """One assistant line: a new response, or another line of one already seen (``content``: its blocks)."""
         ident = message_id or request_id
@@ -83,6 +85,7 @@ class Responses:
                 model=model if isinstance(model, str) else None,
                 started_at=timestamp if isinstance(timestamp, str) else None,
                 sidechain=sidechain,
+                turn=turn,
             )
             self.by_key[key] = resp
         else:
@@ -120,6 +123,7 @@ class Responses:
             rows.append(
                 {
                     "cycle": resp.cycle,
+                    "turn": resp.turn,
                     "backend": BACKEND,
                     "model": resp.model,
                     "source_format": self.fmt,

@@ -4,7 +4,8 @@ One row per API response, deduped by ``message.id`` (see ``_claude``) within a f
 files of one read (``_drop_repeats``: resumed sessions and subagent logs repeat responses). Responses
 whose lines are all ``isSidechain`` (subagents, compaction requests) stay rows, because they cost
 tokens, and are listed in ``attrs["sidechain_ids"]`` so the occupancy analysis can keep them out of
-the parent's context.
+the parent's context. ``turn`` counts the user's prompts (``_prompt``): a resumed session's second
+``claude -p`` is turn 2 of the same file.
 ``system`` lines (``compact_boundary`` with its ``compactMetadata``, …), Claude Code's ``cost-state``
 and its synthetic error messages go to ``attrs["events"]``; bookkeeping lines (``api-request``,
 snapshots, progress, …) are read past. The CLI's ``output_tokens`` may be a partial streaming snapshot
@@ -61,7 +62,13 @@ class _Message(msgspec.Struct, gc=False):
     content: msgspec.Raw = msgspec.Raw(b"null")  # decoded only where it holds tool calls or results
 
 
-RENAME = {"request_id": "requestId", "sidechain": "isSidechain", "api_error": "isApiErrorMessage"}
+RENAME = {
+    "request_id": "requestId",
+    "sidechain": "isSidechain",
+    "api_error": "isApiErrorMessage",
+    "meta": "isMeta",
+    "compact_summary": "isCompactSummary",
+}
 
 
 class _Line(msgspec.Struct, rename=RENAME, gc=False):
@@ -73,6 +80,8 @@ class _Line(msgspec.Struct, rename=RENAME, gc=False):
     request_id: Any = None
     sidechain: Any = None
     api_error: Any = None
+    meta: Any = None
+    compact_summary: Any = None
     timestamp: Any = None
     subtype: Any = None
     compactMetadata: Any = msgspec.UNSET
@@ -85,6 +94,7 @@ class _Line(msgspec.Struct, rename=RENAME, gc=False):
 
 DECODER = msgspec.json.Decoder(_Line)
 TOOL_USE, TOOL_RESULT = re.compile(rb'"tool_use"'), re.compile(rb'"tool_result"')
+TEXT, BLOCKS = re.compile(rb'\s*"'), re.compile(rb"\s*\[")
 
 
 def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
@@ -160,10 +170,23 @@ def _blocks(raw: msgspec.Raw, marker: re.Pattern[bytes]) -> object:
     return msgspec.json.decode(raw) if marker.search(raw) else None
 
 
+def _prompt(line: _Line) -> bool:
+    """A user line with text (not tool results) in the main conversation: the next response starts a turn.
+
+    Text lines in a row (an interrupt marker, a ``/command`` and its output, then the prompt) make one
+    turn, since only a response closes it. Claude Code's own lines (``isMeta`` caveats, the
+    ``isCompactSummary`` after a compaction) and a subagent's prompts (sidechain) are not the user's.
+    """
+    if line.message is None or True in (line.sidechain, line.meta, line.compact_summary):
+        return False
+    content = line.message.content
+    return TEXT.match(content) is not None or (BLOCKS.match(content) is not None and not TOOL_RESULT.search(content))
+
+
 def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
     responses = Responses(path, FORMAT, issues)
     out = Parsed()
-    version = None
+    version, turn, prompted = None, None, False
     for number, line in records(path, issues, DECODER):
         kind, message = text(line.type), line.message
         version = line.version or version
@@ -175,9 +198,14 @@ def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
             else:
                 content = _blocks(message.content, TOOL_USE)
                 sidechain = line.sidechain is True
+                if prompted and not sidechain:
+                    turn, prompted = (turn or 0) + 1, False
                 usage, request = message.usage, line.request_id
-                responses.add(number, message.id, request, message.model, usage, content, sidechain, line.timestamp)
+                responses.add(
+                    number, message.id, request, message.model, usage, content, sidechain, line.timestamp, turn
+                )
         elif kind == "user":
+            prompted |= _prompt(line)
             if tools and message is not None:
                 responses.add_results(_blocks(message.content, TOOL_RESULT))
         elif kind == "system":
