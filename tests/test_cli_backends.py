@@ -186,6 +186,8 @@ def test_copied_transcript_parses_to_exactly_the_logged_usage(backend, request):
     if backend == "claude":  # the stream's rows are the same responses in order
         assert list(turn) == list(stream["turn"].astype(int))
     by_turn = rows.groupby(turn.to_numpy())[USAGE].sum()
+    if backend == "claude":  # every request the CLI says it sent (api-request lines) has its response
+        assert [(c["field"], c["agree"]) for c in rows.attrs["crosscheck"]] == [("requests", True)]
     per_turn = stream.groupby(stream["turn"].astype(int).to_numpy())[USAGE].sum()
     assert per_turn.astype(int).to_dict() == by_turn.astype(int).to_dict()
 
@@ -290,6 +292,10 @@ def test_timeout_kills_the_cli_and_keeps_partial_stdout(backend, workdir, tmp_pa
     assert f"{backend}_stdout.jsonl" in outcome.transcripts
     runs = json.loads((spec.out_dir / cli_common.RUNS_FILE).read_text())
     assert runs[0]["timed_out"] is True
+    if backend == "claude":  # the session file names the request that never got its response
+        session = next(spec.out_dir / n for n in outcome.transcripts if n.endswith(".jsonl") and "stdout" not in n)
+        (check,) = transcripts.read(session).attrs["crosscheck"]
+        assert (check["field"], check["rows_sum"], check["reported"], check["agree"]) == ("requests", 1, 2, False)
 
 
 def test_missing_binary_is_a_failed_trial_not_an_exception(tmp_path):

@@ -460,3 +460,31 @@ def test_any_value_in_any_field_is_read_or_reported_never_a_crash(data):
         transcripts.tool_results(mutant)
         assert (df[TOKENS].fillna(0) >= 0).all().all()
         assert not (df.usage_known.fillna(False) & df.input_tokens.isna()).any()
+
+
+def _api_session(tmp_path: Path, name: str, refs: list[str | None], sent: list[str]) -> Path:
+    """A CLI 2.1.3xx-shaped session: api-request lines (``sent``), and one response per ``refs`` entry."""
+    lines: list[dict] = [{"type": "user", "message": {"role": "user", "content": "go"}, "isSidechain": False}]
+    lines += [{"type": "api-request", "id": rid, "params": {"model": "m"}} for rid in sent]
+    usage = {"input_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 10, "output_tokens": 2}
+    for n, ref in enumerate(refs):
+        message = {"id": f"msg_{name}_{n}", "model": "m", "content": [{"type": "text", "text": "ok"}], "usage": usage}
+        lines.append({"type": "assistant", "message": message, "requestId": f"req_{name}_{n}", "requestRef": ref})
+    path = tmp_path / f"{name}.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return path
+
+
+def test_requests_without_a_response_are_stated_not_guessed(tmp_path):
+    """An api-request line no response names (a killed CLI, a failed try): crosschecked, no row invented."""
+    path = _api_session(tmp_path, "s", ["A"], ["A", "B"])
+    df = transcripts.read(path)
+    assert len(df) == 1 and df.attrs["issues"] == []
+    (check,) = df.attrs["crosscheck"]
+    assert (check["field"], check["source_line"], check["rows_sum"], check["reported"]) == ("requests", 3, 1, 2)
+    assert check["agree"] is False and "usage is unknown" in check["note"]
+    # answered in another file of the same read (a subagent's request logged by its parent): agreed
+    other = _api_session(tmp_path, "sub", ["B"], [])
+    both = transcripts.read([path, other])
+    assert [c["agree"] for c in both.attrs["crosscheck"]] == [True]
+    assert transcripts.read(_api_session(tmp_path, "old", [None], [])).attrs["crosscheck"] == []  # older CLIs

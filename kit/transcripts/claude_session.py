@@ -5,7 +5,8 @@ files of one read (``_drop_repeats``: resumed sessions and subagent logs repeat 
 whose lines are all ``isSidechain`` (subagents, compaction requests) stay rows, because they cost
 tokens, and are listed in ``attrs["sidechain_ids"]`` so the occupancy analysis can keep them out of
 the parent's context. ``turn`` counts the user's prompts (``_prompt``): a resumed session's second
-``claude -p`` is turn 2 of the same file.
+``claude -p`` is turn 2 of the same file. Where the CLI writes ``api-request`` lines (one per API
+call, CLI ≥ 2.1.3xx), ``attrs["crosscheck"]`` says whether each has its response (``requestRef``).
 ``system`` lines (``compact_boundary`` with its ``compactMetadata``, …), Claude Code's ``cost-state``
 and its synthetic error messages go to ``attrs["events"]``; bookkeeping lines (``api-request``,
 snapshots, progress, …) are read past. The CLI's ``output_tokens`` may be a partial streaming snapshot
@@ -35,7 +36,6 @@ BOOKKEEPING = {
     "summary",
     "attachment",
     "atis-latch",
-    "api-request",
     "api-request-shape",
     "api-request-blob",
     "tools-used",
@@ -68,6 +68,7 @@ RENAME = {
     "api_error": "isApiErrorMessage",
     "meta": "isMeta",
     "compact_summary": "isCompactSummary",
+    "request_ref": "requestRef",
 }
 
 
@@ -76,8 +77,10 @@ class _Line(msgspec.Struct, rename=RENAME, gc=False):
 
     type: Any = None
     version: Any = None
+    id: Any = None  # of an ``api-request`` line, which the response's lines name in ``requestRef``
     message: _Message | None = None
     request_id: Any = None
+    request_ref: Any = None
     sidechain: Any = None
     api_error: Any = None
     meta: Any = None
@@ -100,6 +103,9 @@ TEXT, BLOCKS = re.compile(rb'\s*"'), re.compile(rb"\s*\[")
 def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
     """Rows of every file, each response once across files (``_drop_repeats``); ``tools=False`` skips tool results."""
     files = [_read_file(path, issues, tools) for path in paths]
+    answered = set().union(*(ids.answered for _, ids in files))  # a subagent's requests may be answered elsewhere
+    for parsed, ids in files:
+        parsed.attrs["crosscheck"] = _requests_check(ids.path, ids.sent, answered, len(parsed.rows))
     out = Parsed()
     out.attrs["repeats"] = _drop_repeats(files)
     for parsed, _ in files:
@@ -116,6 +122,8 @@ class _Ids:
     path: Path
     cycles: dict[str, tuple[int, int, tuple[bool, int]]]
     callers: list[int | None]
+    sent: dict[str, int]  # api-request id -> its line
+    answered: set[str]  # the api-request ids that response lines name (requestRef)
 
 
 def _drop_repeats(files: list[tuple[Parsed, _Ids]]) -> list[dict]:
@@ -187,6 +195,8 @@ def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
     responses = Responses(path, FORMAT, issues)
     out = Parsed()
     version, turn, prompted = None, None, False
+    sent: dict[str, int] = {}  # api-request id -> line
+    answered: set[str] = set()
     for number, line in records(path, issues, DECODER):
         kind, message = text(line.type), line.message
         version = line.version or version
@@ -197,6 +207,8 @@ def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
                 out.attrs["events"].append(_event(path, number, responses, "api_error", line, message))
             else:
                 content = _blocks(message.content, TOOL_USE)
+                if isinstance(line.request_ref, str):
+                    answered.add(line.request_ref)
                 sidechain = line.sidechain is True
                 if prompted and not sidechain:
                     turn, prompted = (turn or 0) + 1, False
@@ -210,6 +222,9 @@ def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
                 responses.add_results(_blocks(message.content, TOOL_RESULT))
         elif kind == "system":
             out.attrs["events"].append(_event(path, number, responses, f"system:{line.subtype}", line))
+        elif kind == "api-request":
+            if isinstance(line.id, str):
+                sent.setdefault(line.id, number)
         elif kind == "cost-state":
             out.attrs["events"].append(_event(path, number, responses, "cost-state", line))
         elif kind not in BOOKKEEPING:
@@ -220,7 +235,36 @@ def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
     out.attrs["files"].append(file_summary(path, FORMAT, out.rows, cli_version=version, repeats=0))
     local = responses.local
     cycles = {k: (r.cycle, r.last_line, keep_rank(r)) for k, r in responses.by_key.items() if k not in local}
-    return out, _Ids(path, cycles, responses.callers)
+    return out, _Ids(path, cycles, responses.callers, sent, answered)
+
+
+def _requests_check(path: Path, sent: dict[str, int], answered: set[str], rows: int) -> list[dict]:
+    """The requests the CLI says it sent (``api-request`` lines, CLI ≥ 2.1.3xx) against the responses read.
+
+    A request with no response line was failed, retried or cut off (a killed CLI): its tokens are not in
+    the rows, and nothing in the file says what they were, so the disagreement is stated, not guessed.
+    """
+    if not sent:
+        return []
+    unanswered = sorted(n for rid, n in sent.items() if rid not in answered)
+    note = ""
+    if unanswered:
+        note = (
+            f"{len(unanswered)} api-request line(s) without a response (first at line {unanswered[0]}): "
+            "failed, retried or cut-off requests whose usage is unknown and not in the rows"
+        )
+    return [
+        {
+            "source_path": str(path),
+            "source_line": unanswered[0] if unanswered else max(sent.values()),
+            "turn": None,
+            "field": "requests",
+            "rows_sum": rows,
+            "reported": len(sent),
+            "agree": not unanswered,
+            "note": note,
+        }
+    ]
 
 
 def _event(
