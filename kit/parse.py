@@ -75,7 +75,7 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
         else:
             rows, (log_rows, found) = transcripts.read(primary, strict=strict), transcripts.tables([log])
             checks = _crosscheck(rows, log_rows, log)
-        issues += rows.attrs.get("issues", []) + checks
+        issues += rows.attrs.get("issues", []) + _disagreements(rows) + checks
         events += [_event(e, ident) for e in rows.attrs.get("events", [])]
         requests.append(rows.assign(**ident, backend=meta["backend"]))
         tools.append(found.assign(**ident))
@@ -139,6 +139,20 @@ def _segments(log: Path, ident: dict) -> list[dict]:
                 }
             )
     return out
+
+
+def _disagreements(rows: pd.DataFrame) -> list[dict]:
+    """A transcript's own totals that its rows do not reproduce (``attrs["crosscheck"]``), as issues."""
+    return [
+        {
+            "source_path": c["source_path"],
+            "source_line": c["source_line"],
+            "reason": f"cross-check {c['field']}: rows give {c['rows_sum']}, the transcript says {c['reported']}"
+            + (f"; {c['note']}" if c["note"] else ""),
+        }
+        for c in rows.attrs.get("crosscheck", [])
+        if not c["agree"]
+    ]
 
 
 def _crosscheck(primary: pd.DataFrame, logged: pd.DataFrame, log: Path) -> list[dict]:

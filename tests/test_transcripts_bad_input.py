@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import FIXTURES as SHARED_FIXTURES
 
-from kit import transcripts
+from kit import parse, transcripts
 from kit.transcripts import cli
 
 FIXTURES = SHARED_FIXTURES / "transcripts"
@@ -483,6 +483,9 @@ def test_requests_without_a_response_are_stated_not_guessed(tmp_path):
     (check,) = df.attrs["crosscheck"]
     assert (check["field"], check["source_line"], check["rows_sum"], check["reported"]) == ("requests", 3, 1, 2)
     assert check["agree"] is False and "usage is unknown" in check["note"]
+    (issue,) = parse._disagreements(df)  # the parse stage lists it in parse_issues, with its place
+    assert (issue["source_path"], issue["source_line"]) == (str(path), 3)
+    assert issue["reason"].startswith("cross-check requests: rows give 1, the transcript says 2; 1 api-request")
     # answered in another file of the same read (a subagent's request logged by its parent): agreed
     other = _api_session(tmp_path, "sub", ["B"], [])
     both = transcripts.read([path, other])
