@@ -100,6 +100,22 @@ class RunConfig:
         return BatchDir(Path(self.params["outputs_dir"]) / self.params["batch"])
 
 
+# Backends that offer the kit's extra tools (Arm.tools, e.g. ``explore``): the CLIs bring their own tool set.
+KIT_TOOLS = ("sdk-openai", "sdk-anthropic")
+
+
+def _check_tools(backend: str, arms: list[Arm]) -> None:
+    """Refuse an arm whose kit tools the backend would not offer: it would measure another arm silently."""
+    for arm in arms:
+        if arm.tools and backend not in KIT_TOOLS:
+            raise ParamError(
+                f"arm_defs.{arm.name}.tools",
+                f"{list(arm.tools)} are kit tools, which the {backend} backend does not offer (give a CLI a tool "
+                "as an MCP server through the arm's flags)",
+                f"tools: [] with backend {backend}, or backend {' / '.join(KIT_TOOLS)}",
+            )
+
+
 def configure(values: dict[str, Any]) -> RunConfig:
     """Validate the run notebook's parameters; fail fast, naming the parameter and what it accepts."""
     params = validate(values, RUN)
@@ -116,6 +132,7 @@ def configure(values: dict[str, Any]) -> RunConfig:
     unknown = [a for a in params["arms"] if a not in arms]
     if unknown:
         raise ParamError("arms", f"unknown arm(s) {unknown} for task {params['task']!r}", sorted(arms))
+    _check_tools(params["backend"], [arms[a] for a in params["arms"]])
     design.schedule(params["arms"], 1, params["order"], "check", params["seed"], params["allow_blocked"])
     if not params["batch"]:
         params["batch"] = f"{params['task']}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
