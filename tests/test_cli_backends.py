@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from kit import run, tasks, transcripts
-from kit.agents import claude, cli_common, codex, mcp_cache_bust, sessions
+from kit.agents import claude, cli_common, codex, filetools, mcp_server, sessions
 from kit.agents.base import TrialSpec
 from kit.design import Arm
 from kit.layout import BatchDir
@@ -418,7 +418,7 @@ def test_mcp_cache_bust_server_speaks_stdio_json_rpc():
         {"jsonrpc": "2.0", "id": 4, "method": "resources/list"},
     ]
     done = subprocess.run(
-        [sys.executable, mcp_cache_bust.__file__, "cache_bust_abc"],
+        [sys.executable, mcp_server.__file__, "cache-bust", "cache_bust_abc"],
         input="".join(json.dumps(m) + "\n" for m in messages),
         capture_output=True,
         text=True,
@@ -437,3 +437,34 @@ def test_mcp_cache_bust_server_speaks_stdio_json_rpc():
     ]
     assert json.loads(replies[2]["result"]["content"][0]["text"]) == {"success": True}
     assert replies[3]["error"]["code"] == -32601
+
+
+def test_mcp_kit_tools_server_offers_the_sdk_agents_explore(tmp_path):
+    """Claude Code's explore arm gets the SDK agents' explore (same spec and output) over MCP stdio."""
+    tasks.get("occupancy").prepare(tmp_path)
+    calls = [("explore", {"query": "run"}), ("explore", {"q": "run"}), ("read_file", {})]
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        *(
+            {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+            for n, (name, arguments) in enumerate(calls, start=3)
+        ),
+    ]
+    done = subprocess.run(
+        [sys.executable, mcp_server.__file__, "kit-tools", str(tmp_path), "explore"],
+        input="".join(json.dumps(m) + "\n" for m in messages),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    replies = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    spec = filetools.EXTRA_SPECS["explore"]
+    assert replies[2]["result"]["tools"] == [
+        {"name": "explore", "description": spec["description"], "inputSchema": spec["parameters"]}
+    ]
+    found = replies[3]["result"]
+    assert found["isError"] is False
+    assert found["content"][0]["text"] == filetools.FileTools(tmp_path, ("explore",)).explore("run")
+    assert replies[4]["result"]["isError"] is True and "bad arguments" in replies[4]["result"]["content"][0]["text"]
+    assert replies[5]["error"]["code"] == -32602  # only the arm's tools are served

@@ -17,14 +17,21 @@ Arm placement: ``system`` → ``--system-prompt`` (replaces Claude Code's system
 ``user_prefix`` → the first prompt, ``agents_file`` → the run stage's CLAUDE.md.
 
 Isolation: the nonce line is appended to the system prompt (the system → task boundary). The
-cache-bust tool is served by ``kit/agents/mcp_cache_bust.py`` through ``--mcp-config``, but Claude Code
+cache-bust tool is served by ``kit/agents/mcp_server.py`` through ``--mcp-config``, but Claude Code
 2.1.328 defers MCP tools behind ToolSearch: the request's ``tools`` do not contain it; only Claude
 Code's environment message (the ``role:"system"`` message after the system prompt, before the task)
 names it. It is therefore not at the top of the prefix but after the nonce; the nonce does the
 isolating, and ``versions`` says so. The Messages API has no ``prompt_cache_key``.
 
+An arm's kit tools (``Arm.tools``, e.g. ``explore``) are served by the same script as MCP server
+``kit`` and allowed with ``--allowedTools`` (``-p`` cannot ask for permission). ``claude_tool_search:
+false`` sets ``ENABLE_TOOL_SEARCH=false`` (measured on 2.1.328: MCP tools then sit in the request's
+``tools``, and Claude Code offers ten more built-in tools); the run stage sets it for every arm of a
+batch whose arms use kit tools, so the arms still differ only in the tool.
+
 ``backend_options``: ``claude_bin`` (default the pinned ``.tools`` CLI, else PATH), ``effort``
-(``--effort``), ``claude_cache_ttl`` (``5m`` or ``1h``), ``home_root`` and ``keep_home``.
+(``--effort``), ``claude_cache_ttl`` (``5m`` or ``1h``), ``claude_tool_search``, ``home_root`` and
+``keep_home``.
 """
 
 from __future__ import annotations
@@ -34,12 +41,13 @@ import sys
 from pathlib import Path
 
 from kit.agents import cli_common as cli
-from kit.agents import mcp_cache_bust, sessions
+from kit.agents import mcp_server, sessions
 from kit.agents.base import TrialOutcome, TrialSpec
 
 NAME = "claude"
 STDOUT, STDERR = "claude_stdout.jsonl", "claude_stderr.log"
 TTLS = ("5m", "1h")
+KIT_SERVER = "kit"
 MD_NAMES = ("CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md", ".claude/rules/**")
 
 
@@ -66,14 +74,28 @@ def appended_text(spec: TrialSpec) -> str:
     return "\n\n".join(parts)
 
 
+def _server(*argv: str) -> dict:
+    return {"type": "stdio", "command": sys.executable, "args": [mcp_server.__file__, *argv]}
+
+
+def kit_tool_names(spec: TrialSpec) -> list[str]:
+    """The names Claude Code gives the arm's kit tools (``mcp__<server>__<tool>``)."""
+    return [f"mcp__{KIT_SERVER}__{tool}" for tool in spec.arm.tools]
+
+
 def options(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
     """The options shared by every turn, and the environment the kit sets."""
     workdir = spec.workdir.resolve()
     args = ["-p", "--output-format", "stream-json", "--verbose", "--model", spec.model]
     args += ["--max-turns", str(spec.max_cycles), "--settings", json.dumps(settings(workdir)), "--strict-mcp-config"]
+    servers = {}
     if spec.cache_bust_tool:
-        server = {"type": "stdio", "command": sys.executable, "args": [mcp_cache_bust.__file__, spec.cache_bust_tool]}
-        args += ["--mcp-config", json.dumps({"mcpServers": {"cachebust": server}})]
+        servers["cachebust"] = _server("cache-bust", spec.cache_bust_tool)
+    if spec.arm.tools:  # the arm's kit tools, allowed (-p cannot ask for permission)
+        servers[KIT_SERVER] = _server("kit-tools", str(workdir), *spec.arm.tools)
+        args += ["--allowedTools", ",".join(kit_tool_names(spec))]
+    if servers:
+        args += ["--mcp-config", json.dumps({"mcpServers": servers})]
     if spec.arm.instruction and spec.arm.placement == "system":
         args += ["--system-prompt", spec.arm.instruction]
     if appended_text(spec):
@@ -90,6 +112,8 @@ def options(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
         "DISABLE_TELEMETRY": "1",
         **cache_env(str(spec.options.get("claude_cache_ttl") or "5m")),
     }
+    if spec.options.get("claude_tool_search") is False:
+        env["ENABLE_TOOL_SEARCH"] = "false"
     return args, env
 
 
@@ -112,12 +136,23 @@ def applied(spec: TrialSpec) -> dict[str, str]:
         out["isolation.nonce"] = "last line of --append-system-prompt"
     if "prompt_cache_key" in spec.isolation:
         out["isolation.prompt_cache_key"] = "not applied: the Messages API has no prompt_cache_key"
-    if spec.cache_bust_tool:
+    deferred = spec.options.get("claude_tool_search") is not False
+    if spec.cache_bust_tool and deferred:
         done.append("cache_bust_tool(deferred)")
         out["isolation.cache_bust_tool"] = (
             f"mcp__cachebust__{spec.cache_bust_tool} deferred behind ToolSearch: named in the environment "
             "message after the system prompt, not in the request's tools, so not at the top of the prefix "
             "(the nonce isolates)"
+        )
+    elif spec.cache_bust_tool:
+        done.append("cache_bust_tool")
+        out["isolation.cache_bust_tool"] = (
+            f"mcp__cachebust__{spec.cache_bust_tool} in the request's tools (ToolSearch off), after Claude "
+            "Code's built-in tools"
+        )
+    if spec.arm.tools:
+        out["tools"] = ", ".join(kit_tool_names(spec)) + (
+            " (MCP; deferred behind ToolSearch)" if deferred else " (MCP; ToolSearch off, so in the request's tools)"
         )
     out["isolation_applied"] = ",".join(done) or "none"
     return out

@@ -21,7 +21,7 @@ Arm placement on Codex (measured on 0.169.0 against the embedded provider's requ
 
 Isolation: the nonce line ends the developer instructions (the system → task boundary); Codex always
 sends its thread id as ``prompt_cache_key`` (constant for the trial, unique across trials), which is
-recorded; the cache-bust tool comes from ``kit/agents/mcp_cache_bust.py`` and reaches the request as a
+recorded; the cache-bust tool comes from ``kit/agents/mcp_server.py`` and reaches the request as a
 ``namespace`` tool ``mcp__cachebust`` holding the ``cache_bust_<id>`` function, after Codex's
 built-in tools (so only the built-in tool definitions before it can be shared across trials).
 
@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 from kit.agents import cli_common as cli
-from kit.agents import mcp_cache_bust, sessions
+from kit.agents import mcp_server, sessions
 from kit.agents.base import TrialOutcome, TrialSpec
 
 NAME = "codex"
@@ -84,7 +84,8 @@ def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]
         args += ["-c", setting]
     if spec.cache_bust_tool:
         server = (
-            f"{{command={_toml(sys.executable)},args=[{_toml(mcp_cache_bust.__file__)},{_toml(spec.cache_bust_tool)}]}}"
+            f"{{command={_toml(sys.executable)},"
+            f'args=[{_toml(mcp_server.__file__)},"cache-bust",{_toml(spec.cache_bust_tool)}]}}'
         )
         args += ["-c", f"mcp_servers={{cachebust={server}}}"]
     else:
