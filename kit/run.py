@@ -100,30 +100,12 @@ class RunConfig:
         return BatchDir(Path(self.params["outputs_dir"]) / self.params["batch"])
 
 
-# Backends that offer the kit's extra tools (Arm.tools, e.g. ``explore``): the SDK agents themselves,
-# Claude Code through the kit's MCP server (kit/agents/mcp_server.py). Codex offers MCP tools inside a
-# ``namespace`` tool, whose calls the embedded provider does not script yet.
-KIT_TOOLS = ("sdk-openai", "sdk-anthropic", "claude")
-
-
-def _check_tools(params: dict[str, Any], arms: list[Arm]) -> None:
-    """Refuse an arm whose kit tools the backend would not offer: it would measure another arm silently.
-
-    With Claude Code, an arm's kit tools are MCP tools, which Claude Code defers behind ToolSearch unless
-    ``ENABLE_TOOL_SEARCH=false``; the run stage turns tool search off for every arm of such a batch
-    (``backend_options.claude_tool_search``, recorded in the manifest), so the arms still differ only
-    in the tool, unless the parameters say otherwise.
-    """
-    backend = params["backend"]
-    for arm in arms:
-        if arm.tools and backend not in KIT_TOOLS:
-            raise ParamError(
-                f"arm_defs.{arm.name}.tools",
-                f"{list(arm.tools)} are kit tools, which the {backend} backend does not offer (give a CLI a tool "
-                "as an MCP server through the arm's flags)",
-                f"tools: [] with backend {backend}, or backend {' / '.join(KIT_TOOLS)}",
-            )
-    if backend == "claude" and any(arm.tools for arm in arms):
+def _tool_search(params: dict[str, Any], arms: list[Arm]) -> None:
+    """Claude Code gets an arm's kit tools (``explore``) as MCP tools, which it defers behind ToolSearch
+    unless ``ENABLE_TOOL_SEARCH=false``: the run stage turns tool search off for every arm of such a
+    batch (``backend_options.claude_tool_search``, recorded in the manifest), so the arms still differ
+    only in the tool, unless the parameters say otherwise."""
+    if params["backend"] == "claude" and any(arm.tools for arm in arms):
         params["backend_options"] = {"claude_tool_search": False, **params["backend_options"]}
 
 
@@ -143,7 +125,7 @@ def configure(values: dict[str, Any]) -> RunConfig:
     unknown = [a for a in params["arms"] if a not in arms]
     if unknown:
         raise ParamError("arms", f"unknown arm(s) {unknown} for task {params['task']!r}", sorted(arms))
-    _check_tools(params, [arms[a] for a in params["arms"]])
+    _tool_search(params, [arms[a] for a in params["arms"]])
     design.schedule(params["arms"], 1, params["order"], "check", params["seed"], params["allow_blocked"])
     if not params["batch"]:
         params["batch"] = f"{params['task']}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"

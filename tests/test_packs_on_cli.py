@@ -13,7 +13,7 @@ PARAMS = {"batch-read": "demo", "terse": "terse", "occupancy": "occupancy", "ses
 pytestmark = pytest.mark.e2e
 
 
-# fresh sessions on both CLIs; occupancy's explore tool reaches Claude Code through the kit's MCP server
+# fresh sessions on both CLIs; occupancy's explore tool reaches both through the kit's MCP server
 CASES = [(task, "codex") for task in sorted(tasks.PACKS)] + [("session-chain", "claude"), ("occupancy", "claude")]
 
 
@@ -24,8 +24,6 @@ def test_pack_small_batch_on_a_cli(tmp_path, task, backend):
     params = pipeline.load_params(str(ROOT / f"params/{PARAMS[task]}.yaml"))
     params.update(outputs_dir=str(tmp_path), batch=task, backend=backend, runs_per_arm=1, concurrency=2, profile=None)
     params["arms"] = params["arms"][:2]
-    if (task, backend) == ("occupancy", "codex"):  # explore is a kit tool Codex is not given (configure refuses)
-        params["arm_defs"] = {**params.get("arm_defs", {}), "explore": {"tools": []}}
     folder = run.run_batch(run.configure(params), progress=False)
     tables = parse.parse_batch(folder)
     trials = tables["trials"]
@@ -34,7 +32,8 @@ def test_pack_small_batch_on_a_cli(tmp_path, task, backend):
     assert (trials["total_tokens"] > 0).all() and (trials["cycles"] >= len(tasks.get(task).prompts_for(0))).all()
     graded = trials["grade"].dropna()
     assert len(graded) == 2 and (graded > 0).all()
-    if (task, backend) == ("occupancy", "claude"):  # the explore arm explored, the files arm read files
-        calls = trials.set_index("arm")[["calls_explore", "calls_read"]]
-        assert calls.loc["explore", "calls_explore"] >= 3 and calls.loc["explore", "calls_read"] == 0
-        assert calls.loc["files", "calls_explore"] == 0 and calls.loc["files", "calls_read"] > 0
+    if task == "occupancy":  # the explore arm explored (through MCP), the files arm read files
+        calls = trials.set_index("arm")[["calls_explore", "calls_read", "calls_exec", "calls_bash"]]
+        reading = ["calls_read", "calls_exec", "calls_bash"]
+        assert calls.loc["explore", "calls_explore"] >= 3 and calls.loc["explore", reading].sum() == 0
+        assert calls.loc["files", "calls_explore"] == 0 and calls.loc["files", reading].sum() > 0

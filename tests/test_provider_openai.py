@@ -12,7 +12,7 @@ from kit.provider import Conversation, Reply, ToolCall, serve
 from kit.provider.cache import CacheEngine, Segment
 from kit.provider.log import domain_of, read
 from kit.provider.prompt import PromptCounter
-from kit.provider.wire_openai import parse_responses
+from kit.provider.wire_openai import parse_responses, responses_items
 
 LONG = "You are a careful coding agent. Follow the repository conventions exactly. " * 150  # ~2k tokens
 
@@ -260,3 +260,20 @@ def test_concurrent_streaming_sessions_are_independent(provider):
     lines = read(provider.log_path)
     assert len(lines) == 32 and len({line["domain"] for line in lines}) == 16
     assert len({line["response_id"] for line in lines}) == 32
+
+
+def test_namespaced_functions_are_offered_called_and_read_back_by_their_mcp_name():
+    """Codex offers MCP tools inside a ``namespace`` tool and calls them by function name plus namespace."""
+    explore = {"type": "function", "name": "explore", "description": "d", "parameters": {"type": "object"}}
+    tools = [{"type": "namespace", "name": "mcp__kit", "description": "Tools in mcp__kit.", "tools": [explore]}]
+    parsed = parse_responses({"model": "m", "input": "x", "tools": tools})
+    assert {"mcp__kit", "mcp__kit__explore"} <= parsed.conversation.tool_names()
+    assert parsed.namespaced == {"mcp__kit__explore": ("mcp__kit", "explore")}
+    reply = Reply(text="", tool_calls=(ToolCall("mcp__kit__explore", {"query": "run"}, "call_1"),))
+    (item,) = responses_items(reply, parsed.custom_tools, parsed.namespaced)
+    assert (item["name"], item["namespace"], item["arguments"]) == ("explore", "mcp__kit", '{"query":"run"}')
+    output = {"type": "function_call_output", "call_id": "call_1", "output": "o"}
+    echoed = [{"role": "user", "content": "x"}, item, output]
+    conversation = parse_responses({"model": "m", "input": echoed, "tools": tools}).conversation
+    ((call, result),) = conversation.results()
+    assert (call.name, call.arguments, result.text) == ("mcp__kit__explore", {"query": "run"}, "o")

@@ -49,18 +49,6 @@ def test_bad_parameters_name_themselves_and_the_accepted_values(tmp_path, name, 
     assert "accepted" in str(err.value)
 
 
-def test_a_kit_tool_on_codex_is_refused_not_silently_dropped(tmp_path):
-    """occupancy's explore arm offers the kit's explore tool, which Codex cannot be given yet."""
-    values = pipeline.load_params(str(ROOT / "params/occupancy.yaml"))
-    values.update(outputs_dir=str(tmp_path), batch="b1", backend="codex", profile=None)
-    with pytest.raises(ParamError) as err:
-        run.configure(values)
-    assert err.value.name == "arm_defs.explore.tools" and "sdk-openai / sdk-anthropic / claude" in str(err.value)
-    values["arm_defs"] = {"explore": {"tools": []}}  # cleared: the arm is its instruction alone
-    assert run.configure(values).arms["explore"].tools == ()
-    assert run.configure({**values, "backend": "sdk-openai", "arm_defs": {}}).arms["explore"].tools == ("explore",)
-
-
 def test_kit_tools_on_claude_turn_tool_search_off_for_every_arm(tmp_path):
     values = pipeline.load_params(str(ROOT / "params/occupancy.yaml"))
     values.update(outputs_dir=str(tmp_path), batch="b1", backend="claude", profile=None)

@@ -25,6 +25,10 @@ recorded; the cache-bust tool comes from ``kit/agents/mcp_server.py`` and reache
 ``namespace`` tool ``mcp__cachebust`` holding the ``cache_bust_<id>`` function, after Codex's
 built-in tools (so only the built-in tool definitions before it can be shared across trials).
 
+An arm's kit tools (``Arm.tools``, e.g. ``explore``) come from the same script as MCP server ``kit``
+(namespace ``mcp__kit``) with ``default_tools_approval_mode="approve"``: ``codex exec`` cannot ask, and
+without it every call is refused ("MCP tool call requires approval", measured on 0.169).
+
 ``backend_options``: ``codex_bin`` (a patched build for seed 001's binary-vs-binary comparison;
 default the pinned ``.tools`` CLI, else PATH), ``effort`` (``model_reasoning_effort``), ``home_root``
 and ``keep_home`` (where per-trial homes go, and keeping them for debugging).
@@ -45,6 +49,7 @@ EMBEDDED_KEY_ENV = "KIT_EMBEDDED_API_KEY"
 REAL_KEY_ENV = "OPENAI_API_KEY"
 STDOUT, STDERR = "codex_stdout.jsonl", "codex_stderr.log"
 SYSTEM_FILE = "kit_model_instructions.md"
+KIT_SERVER = "kit"
 PINNED = (
     "features.memories=false",
     "features.plugins=false",
@@ -69,6 +74,13 @@ def developer_text(spec: TrialSpec) -> str:
     return "\n\n".join(parts)
 
 
+def _server(argv: list[str], approve: bool = False) -> str:
+    """An ``mcp_servers`` entry (TOML inline table) running kit/agents/mcp_server.py with ``argv``."""
+    args = ",".join(_toml(a) for a in (mcp_server.__file__, *argv))
+    mode = ',default_tools_approval_mode="approve"' if approve else ""
+    return f"{{command={_toml(sys.executable)},args=[{args}]{mode}}}"
+
+
 def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
     """The ``-c``/``-m``/``-s`` options shared by every turn, and the environment the kit sets."""
     loopback = cli.is_loopback(spec.base_url)
@@ -82,14 +94,13 @@ def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]
     args += ["-c", "model_provider=kit", "-c", f"model_providers.kit={provider}"]
     for setting in PINNED:
         args += ["-c", setting]
+    servers = []
     if spec.cache_bust_tool:
-        server = (
-            f"{{command={_toml(sys.executable)},"
-            f'args=[{_toml(mcp_server.__file__)},"cache-bust",{_toml(spec.cache_bust_tool)}]}}'
-        )
-        args += ["-c", f"mcp_servers={{cachebust={server}}}"]
-    else:
-        args += ["-c", "mcp_servers={}"]
+        servers.append(f"cachebust={_server(['cache-bust', spec.cache_bust_tool])}")
+    if spec.arm.tools:
+        kit_tools = ["kit-tools", str(spec.workdir.resolve()), *spec.arm.tools]
+        servers.append(f"{KIT_SERVER}={_server(kit_tools, approve=True)}")
+    args += ["-c", f"mcp_servers={{{','.join(servers)}}}"]
     effort = cli.effort(spec)
     if effort:
         args += ["-c", f"model_reasoning_effort={_toml(effort)}"]
@@ -129,6 +140,8 @@ def applied(spec: TrialSpec, thread_id: str | None) -> dict[str, str]:
         out["isolation.cache_bust_tool"] = (
             f"MCP namespace tool mcp__cachebust holding {spec.cache_bust_tool}, after Codex's built-in tools"
         )
+    if spec.arm.tools:
+        out["tools"] = ", ".join(f"{t} in MCP namespace mcp__{KIT_SERVER} (approved)" for t in spec.arm.tools)
     out["isolation_applied"] = ",".join(done) or "none"
     return out
 

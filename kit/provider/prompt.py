@@ -20,8 +20,8 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -56,6 +56,9 @@ class ParsedRequest:
     prompt_cache_key: str | None = None
     include_usage: bool = False  # Chat Completions ``stream_options.include_usage``
     custom_tools: frozenset[str] = frozenset()  # Responses freeform tools (answered with custom_tool_call)
+    # Responses functions inside a ``namespace`` tool (Codex's MCP tools), by the name the policy sees
+    # (``<namespace>__<function>``): answered with a function_call naming the function and its namespace
+    namespaced: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def model(self) -> str:

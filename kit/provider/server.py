@@ -362,7 +362,7 @@ class ProviderApp:
         reasoning = reply.reasoning_tokens
         if api is _RESPONSES:
             usage = wire_openai.responses_usage(result, output_tokens, reasoning)
-            items = wire_openai.responses_items(reply, parsed.custom_tools)
+            items = wire_openai.responses_items(reply, parsed.custom_tools, parsed.namespaced)
             final = wire_openai.response_object(parsed, wire_openai.new_id("resp"), items, usage)
             if parsed.stream:
                 return _Rendered(final["id"], usage, frames=wire_openai.responses_events(parsed, final))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -111,8 +111,28 @@ def _tool_spec(tool: Any, field: str) -> ToolSpec:
 
 
 def _tools(body: dict) -> tuple[ToolSpec, ...]:
+    """Every tool, then each function of a ``namespace`` tool as ``<namespace>__<function>``.
+
+    Codex offers MCP tools this way (``{"type": "namespace", "name": "mcp__kit", "tools": [...]}``), and
+    a policy looks them up by the name Claude Code gives the same tool (``mcp__kit__explore``).
+    """
     tools = expect(body.get("tools"), list, "tools", required=False) or []
-    return tuple(_tool_spec(t, f"tools[{i}]") for i, t in enumerate(tools))
+    specs = [_tool_spec(t, f"tools[{i}]") for i, t in enumerate(tools)]
+    for namespace, _, inner in _namespaces(tools):
+        spec = _tool_spec(inner, f"tools[namespace {namespace}].tools")
+        specs.append(ToolSpec(f"{namespace}__{spec.name}", spec.description, spec.parameters))
+    return tuple(specs)
+
+
+def _namespaces(tools: list) -> list[tuple[str, str, dict]]:
+    """(namespace, function name, definition) of every function inside a ``namespace`` tool."""
+    found = []
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == "namespace" and isinstance(tool.get("name"), str):
+            for inner in tool.get("tools") or []:
+                if isinstance(inner, dict) and isinstance(inner.get("name"), str):
+                    found.append((tool["name"], inner["name"], inner))
+    return found
 
 
 def _common(body: dict) -> tuple[str, bool, str | None]:
@@ -173,6 +193,8 @@ def parse_responses(body: dict, *, seed: int = 0, trial_id: str | None = None) -
                 continue
             call_id = expect(item.get("call_id"), str, f"{field}.call_id")
             name = expect(item.get("name"), str, f"{field}.name")
+            namespace = expect(item.get("namespace"), str, f"{field}.namespace", required=False)
+            name = f"{namespace}__{name}" if namespace else name
             if kind == "function_call":
                 arguments = _arguments(item.get("arguments"), f"{field}.arguments")
             else:
@@ -194,10 +216,11 @@ def parse_responses(body: dict, *, seed: int = 0, trial_id: str | None = None) -
         raise RequestError("input", f"no tool output found for function call {unanswered[0]!r}")
     tools = _tools(body)
     custom = frozenset(t.get("name") for t in body.get("tools") or [] if t.get("type") == "custom")
+    namespaced = {f"{ns}__{fn}": (ns, fn) for ns, fn, _ in _namespaces(body.get("tools") or [])}
     conversation = Conversation(
         "responses", model, "\n\n".join(s for s in system if s), tools, tuple(messages), trial_id, seed
     )
-    return ParsedRequest(conversation, body, stream, key, custom_tools=custom)
+    return ParsedRequest(conversation, body, stream, key, custom_tools=custom, namespaced=namespaced)
 
 
 # ---------------------------------------------------------------- Responses: reply
@@ -213,8 +236,14 @@ def responses_usage(result: CacheResult, output_tokens: int, reasoning_tokens: i
     }
 
 
-def responses_items(reply: Reply, custom_tools: frozenset[str] = frozenset()) -> list[dict]:
-    """The output items of a reply: reasoning (if any), the message (if any text), then the calls."""
+def responses_items(
+    reply: Reply, custom_tools: frozenset[str] = frozenset(), namespaced: Mapping[str, tuple[str, str]] | None = None
+) -> list[dict]:
+    """The output items of a reply: reasoning (if any), the message (if any text), then the calls.
+
+    A call of a namespaced function names the function and its ``namespace`` (measured with Codex
+    0.169: the flat ``mcp__kit__explore`` is an "unsupported call").
+    """
     items: list[dict] = []
     if reply.reasoning_tokens:
         summary = f"Simulated reasoning ({reply.reasoning_tokens} tokens)."
@@ -247,13 +276,15 @@ def responses_items(reply: Reply, custom_tools: frozenset[str] = frozenset()) ->
                 }
             )
         else:
+            namespace, name = (namespaced or {}).get(call.name, (None, call.name))
             items.append(
                 {
                     "type": "function_call",
                     "id": new_id("fc"),
                     "status": "completed",
                     "call_id": call_id,
-                    "name": call.name,
+                    "name": name,
+                    **({"namespace": namespace} if namespace else {}),
                     "arguments": orjson.dumps(call.arguments).decode(),
                 }
             )

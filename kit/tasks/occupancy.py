@@ -29,9 +29,9 @@ resident. Measured on the embedded provider (seed 0, 10 trials per arm, sdk-open
   with ``files`` (9.2x); final context 3.9x / 4.5x and total tokens 3.3x / 3.7x smaller with explore;
 - preset small: resident 1.3k vs 2.8k (2.1x); final context 1.4x / 1.5x; total tokens 1.4x / 1.5x.
 
-The explore arm needs a backend that can offer the tool: the SDK agents, and Claude Code through the
-kit's MCP server (``mcp__kit__explore``, same implementation). The run stage refuses it on Codex unless
-``arm_defs`` clears its tools; with no ``*explore`` tool offered the policy reads files.
+Every backend offers the explore arm's tool: the SDK agents themselves, both CLIs through the kit's
+MCP server (``mcp__kit__explore``, the same implementation); with no ``*explore`` tool offered (an
+arm whose ``tools`` were cleared) the policy reads files.
 
 Grading: ``grade`` scores the final answer (turn 3), which is what the run stage passes;
 ``grade_turns`` scores every turn's answer (mean over the three questions) when the caller has them.

@@ -55,6 +55,7 @@ class _Payload(msgspec.Struct, gc=False):
     role: Any = None
     call_id: Any = None
     name: Any = None
+    namespace: Any = None  # an MCP tool's server (``mcp__kit``): the call is named ``<namespace>__<name>``
     output: msgspec.Raw = msgspec.Raw(b"null")  # a tool's output: decoded only when tool results are asked for
     info: Any = None
     rate_limits: Any = None
@@ -234,7 +235,8 @@ class _File:
     def _item(self, item: _Payload) -> None:
         kind = text(item.type)
         if kind in CALLS:
-            self.calls[str(item.call_id)] = (item.name or kind, self._cycle())
+            name = f"{item.namespace}__{item.name}" if isinstance(item.namespace, str) else item.name
+            self.calls[str(item.call_id)] = (name or kind, self._cycle())
             self.calls_for_count += 1
             self.calls_for_record += 1
             self.output_since = True
