@@ -100,6 +100,25 @@ class RunConfig:
         return BatchDir(Path(self.params["outputs_dir"]) / self.params["batch"])
 
 
+# The backend_options each backend reads; any other name would be ignored, so it is refused.
+_SHARED_OPTIONS = {"effort", "summary_chars"}
+_CLI_OPTIONS = _SHARED_OPTIONS | {"home_root", "keep_home"}
+BACKEND_OPTIONS = {
+    "sdk-openai": _SHARED_OPTIONS,
+    "sdk-anthropic": _SHARED_OPTIONS,
+    "codex": _CLI_OPTIONS | {"codex_bin"},
+    "claude": _CLI_OPTIONS | {"claude_bin", "claude_cache_ttl", "claude_tool_search"},
+}
+
+
+def _check_backend_options(params: dict[str, Any]) -> None:
+    accepted = BACKEND_OPTIONS[params["backend"]]
+    unknown = sorted(set(params["backend_options"]) - accepted)
+    if unknown:
+        reason = f"unknown option(s) {unknown} for backend {params['backend']!r} (they would be ignored)"
+        raise ParamError("backend_options", reason, sorted(accepted))
+
+
 def _tool_search(params: dict[str, Any], arms: list[Arm]) -> None:
     """Claude Code gets an arm's kit tools (``explore``) as MCP tools, which it defers behind ToolSearch
     unless ``ENABLE_TOOL_SEARCH=false``: the run stage turns tool search off for every arm of such a
@@ -114,6 +133,7 @@ def configure(values: dict[str, Any]) -> RunConfig:
     params = validate(values, RUN)
     if params["backend"] not in RUNNERS:
         raise ParamError("backend", f"{params['backend']!r} is not available in this version", sorted(RUNNERS))
+    _check_backend_options(params)
     pack = tasks.get(params["task"], **params["task_options"])
     arms = dict(pack.arms())
     for name, spec in params["arm_defs"].items():

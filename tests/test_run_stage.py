@@ -38,6 +38,8 @@ BAD = [
     ("batch", "../escape", "batch"),
     ("task_options", {"presett": "x"}, "task_options"),
     ("arm_defs", {"x": {"placement": "nowhere"}}, "arm_defs.x.placement"),
+    ("backend_options", {"efort": "high"}, "backend_options"),
+    ("backend_options", {"codex_bin": "/opt/codex"}, "backend_options"),  # the demo's backend is sdk-openai
 ]
 
 
