@@ -119,15 +119,6 @@ def _check_backend_options(params: dict[str, Any]) -> None:
         raise ParamError("backend_options", reason, sorted(accepted))
 
 
-def _tool_search(params: dict[str, Any], arms: list[Arm]) -> None:
-    """Claude Code gets an arm's kit tools (``explore``) as MCP tools, which it defers behind ToolSearch
-    unless ``ENABLE_TOOL_SEARCH=false``: the run stage turns tool search off for every arm of such a
-    batch (``backend_options.claude_tool_search``, recorded in the manifest), so the arms still differ
-    only in the tool, unless the parameters say otherwise."""
-    if params["backend"] == "claude" and any(arm.tools for arm in arms):
-        params["backend_options"] = {"claude_tool_search": False, **params["backend_options"]}
-
-
 def configure(values: dict[str, Any]) -> RunConfig:
     """Validate the run notebook's parameters; fail fast, naming the parameter and what it accepts."""
     params = validate(values, RUN)
@@ -145,7 +136,6 @@ def configure(values: dict[str, Any]) -> RunConfig:
     unknown = [a for a in params["arms"] if a not in arms]
     if unknown:
         raise ParamError("arms", f"unknown arm(s) {unknown} for task {params['task']!r}", sorted(arms))
-    _tool_search(params, [arms[a] for a in params["arms"]])
     design.schedule(params["arms"], 1, params["order"], "check", params["seed"], params["allow_blocked"])
     if not params["batch"]:
         params["batch"] = f"{params['task']}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"

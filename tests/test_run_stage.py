@@ -51,16 +51,6 @@ def test_bad_parameters_name_themselves_and_the_accepted_values(tmp_path, name, 
     assert "accepted" in str(err.value)
 
 
-def test_kit_tools_on_claude_turn_tool_search_off_for_every_arm(tmp_path):
-    values = pipeline.load_params(str(ROOT / "params/occupancy.yaml"))
-    values.update(outputs_dir=str(tmp_path), batch="b1", backend="claude", profile=None)
-    assert run.configure(values).params["backend_options"]["claude_tool_search"] is False
-    values["backend_options"] = {"claude_tool_search": True}  # the user's choice stands
-    assert run.configure(values).params["backend_options"]["claude_tool_search"] is True
-    values.update(task="batch-read", arms=["placebo", "batching"], task_options={}, backend_options={})
-    assert "claude_tool_search" not in run.configure(values).params["backend_options"]
-
-
 def test_missing_parameter_is_named(tmp_path):
     values = _values(tmp_path)
     del values["model"]

@@ -17,7 +17,7 @@ from kit.design import ParamError
 from kit.provider import Message, ToolSpec, serve
 from kit.provider.policy import Conversation, ToolCall
 from kit.tasks import occupancy as oc
-from kit.tasks import userrepo
+from kit.tasks import tooluse, userrepo
 from kit.tokens import count
 
 CWD = "/work/repo_a"
@@ -423,3 +423,22 @@ def test_params_file_runs_a_graded_batch(tmp_path, monkeypatch):
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["arms"]["explore"]["tools"] == ["explore"] and manifest["arms"]["files"]["tools"] == []
     assert manifest["task"]["preset"] == "large" and "fixture_sha256" in manifest["task"]
+
+
+def test_a_deferred_explore_tool_is_loaded_with_toolsearch_once():
+    """Claude Code defers MCP tools: the policy asks ToolSearch for it, then calls it; never asks twice."""
+    env = (
+        'Deferred tools: their schemas are NOT loaded. Use ToolSearch with query "select:<name>[,<name>...]" '
+        "to load tool schemas before calling them:\nWebFetch\nmcp__kit__explore\n\nAvailable agent types: …"
+    )
+    tools = (ToolSpec("Read"), ToolSpec("ToolSearch"))
+    first = Conversation("messages", "m", "sys", tools, (Message("system", env), Message("user", "q")))
+    assert tooluse.deferred_tools(first) == {"WebFetch", "mcp__kit__explore"}
+    assert tooluse.can_explore(first)
+    load = tooluse.explore_call(first, "run")
+    assert (load.name, load.arguments) == ("ToolSearch", {"query": "select:mcp__kit__explore", "max_results": 5})
+    asked = (Message("assistant", "", (ToolCall("ToolSearch", load.arguments, "t1"),)), Message("tool", "", (), "t1"))
+    loaded = Conversation("messages", "m", "sys", (*tools, ToolSpec("mcp__kit__explore")), (*first.messages, *asked))
+    assert tooluse.explore_call(loaded, "run") == ToolCall("mcp__kit__explore", {"query": "run"})
+    still_deferred = Conversation("messages", "m", "sys", tools, loaded.messages)
+    assert not tooluse.can_explore(still_deferred)  # the load did not take: read files rather than loop

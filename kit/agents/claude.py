@@ -24,10 +24,12 @@ names it. It is therefore not at the top of the prefix but after the nonce; the 
 isolating, and ``versions`` says so. The Messages API has no ``prompt_cache_key``.
 
 An arm's kit tools (``Arm.tools``, e.g. ``explore``) are served by the same script as MCP server
-``kit`` and allowed with ``--allowedTools`` (``-p`` cannot ask for permission). ``claude_tool_search:
-false`` sets ``ENABLE_TOOL_SEARCH=false`` (measured on 2.1.328: MCP tools then sit in the request's
-``tools``, and Claude Code offers ten more built-in tools); the run stage sets it for every arm of a
-batch whose arms use kit tools, so the arms still differ only in the tool.
+``kit`` and allowed with ``--allowedTools`` (``-p`` cannot ask for permission). Like any MCP tool they
+are deferred behind ToolSearch, as users run Claude Code: a model loads one with a ToolSearch call
+(``select:mcp__kit__explore``) before using it, one request more (the scripted policies do so,
+kit/tasks/tooluse.py). ``claude_tool_search: false`` sets ``ENABLE_TOOL_SEARCH=false`` for a trial
+(measured on 2.1.328: MCP tools then sit in the request's ``tools`` from the start, and Claude Code
+offers ten more built-in tools); give it to every arm of a batch, or the arms differ in more than the tool.
 
 ``backend_options``: ``claude_bin`` (default the pinned ``.tools`` CLI, else PATH), ``effort``
 (``--effort``), ``claude_cache_ttl`` (``5m`` or ``1h``), ``claude_tool_search``, ``home_root`` and

@@ -113,15 +113,45 @@ def _explore_name(names: set[str]) -> str | None:
     return next((n for n in sorted(names) if n == "explore" or n.endswith("__explore")), None)
 
 
+def deferred_tools(conv: Conversation) -> set[str]:
+    """Tools Claude Code names but defers behind ToolSearch (its MCP tools, by default).
+
+    Measured on 2.1.328: the environment message lists them one per line after "Use ToolSearch with
+    query "select:<name>[,<name>...]" to load tool schemas before calling them:"; a ToolSearch call with
+    ``select:<name>`` puts the tool in the next request's ``tools``.
+    """
+    if "ToolSearch" not in conv.tool_names():
+        return set()
+    text = conv.all_text()
+    start = text.find(_DEFERRED_INTRO)
+    if start < 0:
+        return set()
+    names = text[text.index("\n", start) + 1 :].split("\n\n", 1)[0]
+    return {line.strip() for line in names.splitlines() if line.strip()}
+
+
+_DEFERRED_INTRO = 'Use ToolSearch with query "select:'
+
+
+def _loadable_explore(conv: Conversation) -> str | None:
+    """A deferred exploration tool that ToolSearch has not been asked for yet (asking twice would loop)."""
+    name = _explore_name(deferred_tools(conv))
+    asked = {str(c.arguments.get("query")) for m in conv.messages for c in m.tool_calls if c.name == "ToolSearch"}
+    return name if name and f"select:{name}" not in asked else None
+
+
 def can_explore(conv: Conversation) -> bool:
-    return _explore_name(conv.tool_names()) is not None
+    return _explore_name(conv.tool_names()) is not None or _loadable_explore(conv) is not None
 
 
 def explore_call(conv: Conversation, query: str, limit: int | None = None) -> ToolCall:
-    """One call of the client's exploration tool for a symbol or a few words."""
+    """One call of the client's exploration tool for a symbol or a few words (first loading it if deferred)."""
     name = _explore_name(conv.tool_names())
     if name is None:
-        raise LookupError(f"no explore tool among {sorted(conv.tool_names())}")
+        deferred = _loadable_explore(conv)
+        if deferred is None:
+            raise LookupError(f"no explore tool among {sorted(conv.tool_names())}")
+        return ToolCall("ToolSearch", {"query": f"select:{deferred}", "max_results": 5})
     return ToolCall(name, {"query": query, **({"limit": limit} if limit else {})})
 
 
