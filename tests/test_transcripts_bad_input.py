@@ -22,6 +22,7 @@ from kit.transcripts import cli
 
 FIXTURES = SHARED_FIXTURES / "transcripts"
 TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
+ROLLOUT = FIXTURES / "codex-rollout_agent-history_codex_exec_0.135.0.jsonl"
 SESSION = FIXTURES / "claude-session_ccb_harbor_paired.jsonl"
 STREAM = FIXTURES / "claude-streamjson_ccb_harbor_claude-code.txt"
 TOKENS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "total_tokens"]
@@ -47,6 +48,37 @@ def test_truncated_last_line_is_reported_and_the_rest_read(tmp_path):
     assert reasons(df) == [(37, "truncated last line (no final newline: writer killed?); line skipped")]
     assert len(df) == 4
     assert (df.output_tokens.iloc[3], df.source_line.iloc[3]) == (25, 34)  # the earlier snapshot survives
+
+
+@pytest.mark.parametrize("codex", [False, True], ids=["claude-session", "codex-rollout"])
+@pytest.mark.parametrize("where", ["ascii chunk", "non-ascii chunk"])
+def test_bytes_that_are_not_utf8_in_a_skipped_field_make_the_line_invalid(tmp_path, codex, where):
+    """The typed decoders skip text they do not need without checking its UTF-8; the reader checks it."""
+    source = ROLLOUT if codex else TOOL_HEAVY
+    lines = fixture_lines(source)
+    lines[3] = lines[3].replace(b'"type"', b'"note":"caf\xe9 \xff","type"', 1)  # Latin-1 bytes, not UTF-8
+    if where == "non-ascii chunk":
+        lines[1] = lines[1].replace(b'"type"', '"note":"café →","type"'.encode(), 1)  # valid UTF-8
+    df = transcripts.read(write(tmp_path / source.name, lines))
+    assert [(n, r.split(" (")[0]) for n, r in reasons(df)] == [(4, "invalid JSON")]
+    assert orjson.loads(lines[1])  # the valid non-ASCII line is read
+
+
+@pytest.mark.parametrize(
+    ("inserted", "reason"),
+    [
+        (b'"note":"\\ud800",', "invalid JSON (JSON is malformed: unexpected end of hex escape"),  # a lone surrogate
+        (b'"size":1e999,', "invalid JSON in message.content (Number out of range"),  # read only when content is
+    ],
+    ids=["lone-surrogate", "number-out-of-range"],
+)
+def test_content_that_is_not_json_values_makes_the_line_invalid(tmp_path, inserted, reason):
+    """Line 13 is a tool_use block: what the line's check lets through, reading its content reports."""
+    lines = fixture_lines(TOOL_HEAVY)
+    lines[12] = lines[12].replace(b'"name":"', inserted + b'"name":"', 1)
+    df = transcripts.read(write(tmp_path / "t.jsonl", lines))
+    assert [n for n, _ in reasons(df)] == [13] and reasons(df)[0][1].startswith(reason)
+    assert len(df) == 4 and df.source_line.tolist() == [5, 12, 30, 37]  # the response keeps its other lines
 
 
 def test_invalid_json_mid_file(tmp_path):

@@ -7,6 +7,7 @@ report into an exception instead, for pipelines that must not go on with a parti
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,8 +94,9 @@ def records(path: Path, issues: Issues, decoder: msgspec.json.Decoder) -> Iterat
 
     Session files run to hundreds of MB, mostly text the usage table never needs. A decoder for a
     ``msgspec.Struct`` naming only the fields a reader uses still checks that every byte is JSON but
-    builds no objects for the rest. (Its ``decode_lines`` is no faster here, and it takes ``{}{}`` on
-    one line for two records, so lines are cut here and decoded one by one.)
+    builds no objects for the rest. It does not check that skipped strings are UTF-8, so lines are
+    checked here, a 4 MB chunk at a time (``_lines``). (Its ``decode_lines`` is no faster here, and it
+    takes ``{}{}`` on one line for two records, so lines are cut here and decoded one by one.)
     """
     return _decoded(path, issues, decoder.decode, typed=True)
 
@@ -109,11 +111,13 @@ def _decoded(path: Path, issues: Issues, loads: Callable[[Any], Any], typed: boo
     """
     seen_any = False
     with open(path, "rb") as handle:
-        for number, line, ended in _lines(handle, path, issues):
+        for number, line, ended, utf8 in _lines(handle, path, issues):
             try:
+                if typed and not utf8:
+                    codecs.utf_8_decode(line, "strict", True)
                 obj = loads(line)
-            except (orjson.JSONDecodeError, msgspec.DecodeError):
-                obj = _retry(path, issues, loads, number, line, ended)
+            except (orjson.JSONDecodeError, msgspec.DecodeError, UnicodeDecodeError):
+                obj = _retry(path, issues, loads, number, line, ended, typed)
                 seen_any |= obj is not BLANK
                 if obj is None or obj is BLANK:
                     continue
@@ -129,12 +133,14 @@ def _decoded(path: Path, issues: Issues, loads: Callable[[Any], Any], typed: boo
 BLANK = object()
 
 
-def _retry(path: Path, issues: Issues, loads: Callable, number: int, line: memoryview, ended: bool) -> Any:
+def _retry(path: Path, issues: Issues, loads: Callable, number: int, line: memoryview, ended: bool, typed: bool) -> Any:
     """A line that did not decode, judged again without BOM and line end: the object, BLANK, or None (reported)."""
     text = bytes(line[len(BOM) :] if number == 1 and line[: len(BOM)] == BOM else line).rstrip(b"\r\n")
     if not text.strip():
         return BLANK
     try:
+        if typed:
+            text.decode("utf-8")
         return loads(text)  # a first line is valid once its BOM is gone
     except msgspec.ValidationError as shape:
         try:
@@ -145,7 +151,7 @@ def _retry(path: Path, issues: Issues, loads: Callable, number: int, line: memor
             issues.add(path, number, f"expected a JSON object, got {type(value).__name__}; line skipped")
         else:
             issues.add(path, number, f"unexpected shape ({shape}); line skipped")
-    except (orjson.JSONDecodeError, msgspec.DecodeError) as error:
+    except (orjson.JSONDecodeError, msgspec.DecodeError, UnicodeDecodeError) as error:
         bad = f"invalid JSON ({error})" if ended else "truncated last line (no final newline: writer killed?)"
         issues.add(path, number, f"{bad}; line skipped")
     return None
@@ -155,14 +161,15 @@ FIRST_CHUNK, CHUNK = 1 << 16, 1 << 22
 MAX_LINE = 8 << 20
 
 
-def _lines(handle: BinaryIO, path: Path, issues: Issues) -> Iterator[tuple[int, memoryview, bool]]:
-    """``(number, line without its newline, whether a newline ended it)``, cut from large reads.
+def _lines(handle: BinaryIO, path: Path, issues: Issues) -> Iterator[tuple[int, memoryview, bool, bool]]:
+    """``(number, line without its newline, whether a newline ended it, whether it is known to be UTF-8)``.
 
     Transcripts run to hundreds of MB in many short lines. Reading line by line copies every line (twice
     the cost of this on 260 MB), so lines are views into chunks of up to 4 MB, and the first chunks are
     small for format detection, which reads a few lines only. A line split across chunks is joined; one
     longer than ``MAX_LINE`` is reported and read past without being held, so memory stays bounded
-    (a 1 GB line would otherwise take several GB).
+    (a 1 GB line would otherwise take several GB). The whole lines of a chunk are checked as UTF-8 in
+    one call (most chunks are ASCII, checked at memory speed); a line it cannot vouch for is checked alone.
     """
     number, pending, held, size, skipping = 0, [], 0, FIRST_CHUNK, False
     while chunk := handle.read(size):
@@ -181,20 +188,32 @@ def _lines(handle: BinaryIO, path: Path, issues: Issues) -> Iterator[tuple[int, 
             start = end + 1
         elif pending:
             number += 1
-            yield number, memoryview(b"".join([*pending, chunk[:end]])), True
+            yield number, memoryview(b"".join([*pending, chunk[:end]])), True, False
             start = end + 1
         pending, held, skipping = [], 0, False
         view = memoryview(chunk)
+        utf8 = _utf8(chunk, view[start : chunk.rfind(b"\n") + 1])
         while (end := find(b"\n", start)) >= 0:
             number += 1
-            yield number, view[start:end], True
+            yield number, view[start:end], True, utf8
             start = end + 1
         if start < len(chunk):
             pending, held = [chunk[start:]], len(chunk) - start
     if skipping:
         issues.add(path, number + 1, f"truncated last line longer than {MAX_LINE >> 20} MB; skipped")
     elif pending:
-        yield number + 1, memoryview(b"".join(pending)), False
+        yield number + 1, memoryview(b"".join(pending)), False, False
+
+
+def _utf8(chunk: bytes, lines: memoryview) -> bool:
+    """Whether ``lines`` (whole lines of ``chunk``) are valid UTF-8; False sends each line to its own check."""
+    if chunk.isascii():
+        return True
+    try:
+        codecs.utf_8_decode(lines, "strict", True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def as_dict(value: object) -> dict:

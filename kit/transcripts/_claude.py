@@ -27,6 +27,7 @@ class _Response:
     last_line: int
     usage_line: int
     usage: object
+    output: int  # ``_output(usage)``, kept: every further line of the response is compared with it
     model: str | None
     started_at: str | None
     sidechain: bool
@@ -35,7 +36,7 @@ class _Response:
 
 
 def _output(usage: object) -> int:
-    value = as_dict(usage).get("output_tokens")
+    value = usage.get("output_tokens") if type(usage) is dict else None
     return value if isinstance(value, int) else -1
 
 
@@ -82,6 +83,7 @@ class Responses:
                 last_line=line,
                 usage_line=line,
                 usage=usage,
+                output=_output(usage),
                 model=model if isinstance(model, str) else None,
                 started_at=timestamp if isinstance(timestamp, str) else None,
                 sidechain=sidechain,
@@ -91,13 +93,20 @@ class Responses:
         else:
             resp.last_line = line
             resp.sidechain = resp.sidechain and sidechain
-            if isinstance(usage, dict) and _output(usage) >= _output(resp.usage):
-                resp.usage, resp.usage_line = usage, line
+            if type(usage) is dict and (output := _output(usage)) >= resp.output:
+                resp.usage, resp.usage_line, resp.output = usage, line, output
         for block in as_list(content):
             if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") not in resp.tool_use_ids:
                 resp.tool_use_ids.append(block.get("id"))
                 self.calls[str(block.get("id"))] = (block.get("name"), resp.cycle)
         return resp
+
+    def final_output(self, key: str, output: int) -> None:
+        """A streamed response's final output count (stream-json ``message_delta``), where it is larger."""
+        resp = self.by_key.get(key)
+        if resp is not None:
+            resp.output = max(output, resp.output, 0)
+            resp.usage = as_dict(resp.usage) | {"output_tokens": resp.output}
 
     def add_results(self, content: object) -> None:
         """Tool results of a user line; each goes to the request after the response that called it."""
@@ -147,7 +156,7 @@ class Responses:
 def keep_rank(resp: _Response) -> tuple[bool, int]:
     """How one file's copy of a response ranks against another file's: the parent's own copy (not a
     sidechain) first, then the larger output, as within a file."""
-    return not resp.sidechain, _output(resp.usage)
+    return not resp.sidechain, resp.output
 
 
 def is_synthetic(model: object, api_error: object) -> bool:

@@ -174,7 +174,11 @@ def _copies(files: list[_Ids]) -> dict[str, list[tuple[int, tuple[int, int, tupl
 
 
 def _blocks(raw: msgspec.Raw, marker: re.Pattern[bytes]) -> object:
-    """A message's content blocks where ``marker`` occurs in them, else None (most content is only text)."""
+    """A message's content blocks where ``marker`` occurs in them, else None (most content is only text).
+
+    Raises ``msgspec.DecodeError`` for what the line's decoding let through unread (a lone surrogate
+    escape such as ``\\ud800``, which JSON text must not hold): the caller reports the line.
+    """
     return msgspec.json.decode(raw) if marker.search(raw) else None
 
 
@@ -206,7 +210,11 @@ def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
             elif is_synthetic(message.model, line.api_error):
                 out.attrs["events"].append(_event(path, number, responses, "api_error", line, message))
             else:
-                content = _blocks(message.content, TOOL_USE)
+                try:
+                    content = _blocks(message.content, TOOL_USE)
+                except msgspec.DecodeError as exc:
+                    issues.add(path, number, f"invalid JSON in message.content ({exc}); line skipped")
+                    continue
                 if isinstance(line.request_ref, str):
                     answered.add(line.request_ref)
                 sidechain = line.sidechain is True
@@ -219,7 +227,10 @@ def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
         elif kind == "user":
             prompted |= _prompt(line)
             if tools and message is not None:
-                responses.add_results(_blocks(message.content, TOOL_RESULT))
+                try:
+                    responses.add_results(_blocks(message.content, TOOL_RESULT))
+                except msgspec.DecodeError as exc:
+                    issues.add(path, number, f"invalid JSON in message.content ({exc}); tool results skipped")
         elif kind == "system":
             out.attrs["events"].append(_event(path, number, responses, f"system:{line.subtype}", line))
         elif kind == "api-request":
@@ -273,7 +284,10 @@ def _event(
     """An event in transcript order; ``cycle`` is the next response's, i.e. the first request after it."""
     detail = {k: value for k in KEEP if (value := getattr(line, k)) is not msgspec.UNSET}
     if message is not None:
-        detail["text"] = str(msgspec.json.decode(message.content))[:500]
+        try:
+            detail["text"] = str(msgspec.json.decode(message.content))[:500]
+        except msgspec.DecodeError:
+            detail["text"] = bytes(message.content)[:500].decode("utf-8", "replace")
     return {
         "source_path": str(path),
         "source_line": number,

@@ -91,10 +91,7 @@ def _read_file(path: Path, issues: Issues) -> Parsed:
         else:
             issues.unknown_type(path, number, kind)
     for key, output in finals.items():
-        if key in responses.by_key:
-            usage = as_dict(responses.by_key[key].usage)
-            prior = usage.get("output_tokens")
-            responses.by_key[key].usage = usage | {"output_tokens": max(output, prior if isinstance(prior, int) else 0)}
+        responses.final_output(key, output)
     out.rows = responses.rows()
     final_cycles = {responses.by_key[k].cycle for k in finals if k in responses.by_key}
     for turn, result in enumerate(results, start=1):

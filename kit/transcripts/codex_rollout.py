@@ -190,7 +190,7 @@ class _File:
                 self._replayed(payload.info)
             return
         if kind == "response_item":
-            self._item(payload)
+            self._item(number, payload)
         elif kind == "token_usage_record":
             self._record(number, line, payload)
         elif kind == "event_msg" and payload.type == "token_count":
@@ -232,7 +232,7 @@ class _File:
         self.prev_ident, self.prev_total = ident, info.get("total_token_usage")
         self.baseline = self.prev_total
 
-    def _item(self, item: _Payload) -> None:
+    def _item(self, number: int, item: _Payload) -> None:
         kind = text(item.type)
         if kind in CALLS:
             name = f"{item.namespace}__{item.name}" if isinstance(item.namespace, str) else item.name
@@ -244,7 +244,12 @@ class _File:
             self.output_since = True
         elif kind in RESULTS and self.want_tools:
             name, cycle = self.calls.get(str(item.call_id), (None, self._cycle() - 1))
-            chars, is_error = _tool_output(msgspec.json.decode(item.output))
+            try:
+                output = msgspec.json.decode(item.output)
+            except msgspec.DecodeError as exc:  # a lone surrogate escape, which the line's decoding let through
+                self.issues.add(self.path, number, f"invalid JSON in the tool output ({exc}); tool result skipped")
+                return
+            chars, is_error = _tool_output(output)
             self.tools.append(result_row(cycle + 1, name, chars, is_error))
 
     def _response(self, number: int, line: _Line, usage: object, tool_calls: int) -> _Response:
