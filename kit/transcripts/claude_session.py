@@ -8,7 +8,7 @@ the parent's context. ``turn`` counts the user's prompts (``_prompt``): a resume
 ``claude -p`` is turn 2 of the same file. Where the CLI writes ``api-request`` lines (one per API
 call, CLI ≥ 2.1.3xx), ``attrs["crosscheck"]`` says whether each has its response (``requestRef``).
 ``system`` lines (``compact_boundary`` with its ``compactMetadata``, …), Claude Code's ``cost-state``
-and its synthetic error messages go to ``attrs["events"]``; bookkeeping lines (``api-request``,
+and its synthetic error messages go to ``attrs["events"]``; bookkeeping lines (``api-request-shape``,
 snapshots, progress, …) are read past. The CLI's ``output_tokens`` may be a partial streaming snapshot
 (v2.1.29 writes 1 on every line); this file cannot know better, the stream-json ``result`` can.
 """
