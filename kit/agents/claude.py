@@ -49,7 +49,6 @@ from kit.agents.base import TrialOutcome, TrialSpec
 NAME = "claude"
 STDOUT, STDERR = "claude_stdout.jsonl", "claude_stderr.log"
 TTLS = ("5m", "1h")
-KIT_SERVER = "kit"
 MD_NAMES = ("CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md", ".claude/rules/**")
 
 
@@ -76,13 +75,9 @@ def appended_text(spec: TrialSpec) -> str:
     return "\n\n".join(parts)
 
 
-def _server(*argv: str) -> dict:
-    return {"type": "stdio", "command": sys.executable, "args": [mcp_server.__file__, *argv]}
-
-
 def kit_tool_names(spec: TrialSpec) -> list[str]:
-    """The names Claude Code gives the arm's kit tools (``mcp__<server>__<tool>``)."""
-    return [f"mcp__{KIT_SERVER}__{tool}" for tool in spec.arm.tools]
+    """The names Claude Code gives the arm's kit tools (``mcp__kit__<tool>``)."""
+    return [mcp_server.tool_name(mcp_server.KIT_SERVER, tool) for tool in spec.arm.tools]
 
 
 def options(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
@@ -90,11 +85,11 @@ def options(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
     workdir = spec.workdir.resolve()
     args = ["-p", "--output-format", "stream-json", "--verbose", "--model", spec.model]
     args += ["--max-turns", str(spec.max_cycles), "--settings", json.dumps(settings(workdir)), "--strict-mcp-config"]
-    servers = {}
-    if spec.cache_bust_tool:
-        servers["cachebust"] = _server("cache-bust", spec.cache_bust_tool)
+    servers = {
+        name: {"type": "stdio", "command": sys.executable, "args": argv}
+        for name, argv in mcp_server.servers(spec).items()
+    }
     if spec.arm.tools:  # the arm's kit tools, allowed (-p cannot ask for permission)
-        servers[KIT_SERVER] = _server("kit-tools", str(workdir), *spec.arm.tools)
         args += ["--allowedTools", ",".join(kit_tool_names(spec))]
     if servers:
         args += ["--mcp-config", json.dumps({"mcpServers": servers})]
@@ -139,18 +134,14 @@ def applied(spec: TrialSpec) -> dict[str, str]:
     if "prompt_cache_key" in spec.isolation:
         out["isolation.prompt_cache_key"] = "not applied: the Messages API has no prompt_cache_key"
     deferred = spec.options.get("claude_tool_search") is not False
-    if spec.cache_bust_tool and deferred:
-        done.append("cache_bust_tool(deferred)")
+    if spec.cache_bust_tool:
+        bust = mcp_server.tool_name(mcp_server.CACHE_BUST_SERVER, spec.cache_bust_tool)
+        done.append("cache_bust_tool(deferred)" if deferred else "cache_bust_tool")
         out["isolation.cache_bust_tool"] = (
-            f"mcp__cachebust__{spec.cache_bust_tool} deferred behind ToolSearch: named in the environment "
-            "message after the system prompt, not in the request's tools, so not at the top of the prefix "
-            "(the nonce isolates)"
-        )
-    elif spec.cache_bust_tool:
-        done.append("cache_bust_tool")
-        out["isolation.cache_bust_tool"] = (
-            f"mcp__cachebust__{spec.cache_bust_tool} in the request's tools (ToolSearch off), after Claude "
-            "Code's built-in tools"
+            f"{bust} deferred behind ToolSearch: named in the environment message after the system prompt, "
+            "not in the request's tools, so not at the top of the prefix (the nonce isolates)"
+            if deferred
+            else f"{bust} in the request's tools (ToolSearch off), after Claude Code's built-in tools"
         )
     if spec.arm.tools:
         out["tools"] = ", ".join(kit_tool_names(spec)) + (

@@ -49,7 +49,6 @@ EMBEDDED_KEY_ENV = "KIT_EMBEDDED_API_KEY"
 REAL_KEY_ENV = "OPENAI_API_KEY"
 STDOUT, STDERR = "codex_stdout.jsonl", "codex_stderr.log"
 SYSTEM_FILE = "kit_model_instructions.md"
-KIT_SERVER = "kit"
 PINNED = (
     "features.memories=false",
     "features.plugins=false",
@@ -74,13 +73,6 @@ def developer_text(spec: TrialSpec) -> str:
     return "\n\n".join(parts)
 
 
-def _server(argv: list[str], approve: bool = False) -> str:
-    """An ``mcp_servers`` entry (TOML inline table) running kit/agents/mcp_server.py with ``argv``."""
-    args = ",".join(_toml(a) for a in (mcp_server.__file__, *argv))
-    mode = ',default_tools_approval_mode="approve"' if approve else ""
-    return f"{{command={_toml(sys.executable)},args=[{args}]{mode}}}"
-
-
 def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
     """The ``-c``/``-m``/``-s`` options shared by every turn, and the environment the kit sets."""
     loopback = cli.is_loopback(spec.base_url)
@@ -95,11 +87,9 @@ def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]
     for setting in PINNED:
         args += ["-c", setting]
     servers = []
-    if spec.cache_bust_tool:
-        servers.append(f"cachebust={_server(['cache-bust', spec.cache_bust_tool])}")
-    if spec.arm.tools:
-        kit_tools = ["kit-tools", str(spec.workdir.resolve()), *spec.arm.tools]
-        servers.append(f"{KIT_SERVER}={_server(kit_tools, approve=True)}")
+    for name, argv in mcp_server.servers(spec).items():  # TOML inline tables; the kit's tools approved
+        approve = ',default_tools_approval_mode="approve"' if name == mcp_server.KIT_SERVER else ""
+        servers.append(f"{name}={{command={_toml(sys.executable)},args=[{','.join(map(_toml, argv))}]{approve}}}")
     args += ["-c", f"mcp_servers={{{','.join(servers)}}}"]
     effort = cli.effort(spec)
     if effort:
@@ -141,7 +131,8 @@ def applied(spec: TrialSpec, thread_id: str | None) -> dict[str, str]:
             f"MCP namespace tool mcp__cachebust holding {spec.cache_bust_tool}, after Codex's built-in tools"
         )
     if spec.arm.tools:
-        out["tools"] = ", ".join(f"{t} in MCP namespace mcp__{KIT_SERVER} (approved)" for t in spec.arm.tools)
+        namespace = f"mcp__{mcp_server.KIT_SERVER}"
+        out["tools"] = ", ".join(f"{t} in MCP namespace {namespace} (approved)" for t in spec.arm.tools)
     out["isolation_applied"] = ",".join(done) or "none"
     return out
 

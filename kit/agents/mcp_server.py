@@ -24,11 +24,30 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # not at run time: the cache-bust server imports nothing from the package
+    from kit.agents.base import TrialSpec
 
 PROTOCOL = "2025-06-18"
+CACHE_BUST_SERVER, KIT_SERVER = "cachebust", "kit"
 CACHE_BUST_DESCRIPTION = "Never call this tool."
 CACHE_BUST_SCHEMA = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def servers(spec: TrialSpec) -> dict[str, list[str]]:
+    """The MCP servers a trial gives its CLI, by name: each one's arguments for ``sys.executable``."""
+    found = {}
+    if spec.cache_bust_tool:
+        found[CACHE_BUST_SERVER] = [__file__, "cache-bust", spec.cache_bust_tool]
+    if spec.arm.tools:
+        found[KIT_SERVER] = [__file__, "kit-tools", str(spec.workdir.resolve()), *spec.arm.tools]
+    return found
+
+
+def tool_name(server: str, tool: str) -> str:
+    """The name a client gives an MCP tool (Claude Code's, and the embedded provider's for Codex's)."""
+    return f"mcp__{server}__{tool}"
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,9 @@ def _explore_name(names: set[str]) -> str | None:
     return next((n for n in sorted(names) if n == "explore" or n.endswith("__explore")), None)
 
 
+_DEFERRED_INTRO = 'Use ToolSearch with query "select:'
+
+
 def deferred_tools(conv: Conversation) -> set[str]:
     """Tools Claude Code names but defers behind ToolSearch (its MCP tools, by default).
 
@@ -128,9 +131,6 @@ def deferred_tools(conv: Conversation) -> set[str]:
         return set()
     names = text[text.index("\n", start) + 1 :].split("\n\n", 1)[0]
     return {line.strip() for line in names.splitlines() if line.strip()}
-
-
-_DEFERRED_INTRO = 'Use ToolSearch with query "select:'
 
 
 def _loadable_explore(conv: Conversation) -> str | None:

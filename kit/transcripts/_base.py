@@ -113,11 +113,11 @@ def _decoded(path: Path, issues: Issues, loads: Callable[[Any], Any], typed: boo
     with open(path, "rb") as handle:
         for number, line, ended, utf8 in _lines(handle, path, issues):
             try:
-                if typed and not utf8:
+                if not utf8:
                     codecs.utf_8_decode(line, "strict", True)
                 obj = loads(line)
             except (orjson.JSONDecodeError, msgspec.DecodeError, UnicodeDecodeError):
-                obj = _retry(path, issues, loads, number, line, ended, typed)
+                obj = _retry(path, issues, loads, number, line, ended)
                 seen_any |= obj is not BLANK
                 if obj is None or obj is BLANK:
                     continue
@@ -133,14 +133,13 @@ def _decoded(path: Path, issues: Issues, loads: Callable[[Any], Any], typed: boo
 BLANK = object()
 
 
-def _retry(path: Path, issues: Issues, loads: Callable, number: int, line: memoryview, ended: bool, typed: bool) -> Any:
+def _retry(path: Path, issues: Issues, loads: Callable, number: int, line: memoryview, ended: bool) -> Any:
     """A line that did not decode, judged again without BOM and line end: the object, BLANK, or None (reported)."""
     text = bytes(line[len(BOM) :] if number == 1 and line[: len(BOM)] == BOM else line).rstrip(b"\r\n")
     if not text.strip():
         return BLANK
     try:
-        if typed:
-            text.decode("utf-8")
+        text.decode("utf-8")  # msgspec does not check the strings it skips
         return loads(text)  # a first line is valid once its BOM is gone
     except msgspec.ValidationError as shape:
         try:
