@@ -10,7 +10,7 @@ compact JSON (ccusage skips lines with spaces after separators):
   so dedupe keys are unique across copies while the duplicate lines inside a copy (one line per
   content block; spotter's ``…BN5jdsym`` written with output 25, then 173) keep their structure.
 - Codex, ``sessions/YYYY/MM/DD/rollout-*.jsonl``: copies of the real rollout fixture (fresh ids,
-  moved timestamps) and synthetic rollouts shaped like CLI 0.169's (agent-cli-protocols.md §(c)):
+  moved timestamps) and synthetic rollouts shaped like CLI 0.169's (``kit/transcripts/codex_rollout.py``):
   per response a ``token_usage_record`` and an ``event_msg``/``token_count``, a third of the latter
   re-emitted as Codex does (byte-identical, or with a fresh timestamp).
 
@@ -54,7 +54,7 @@ import orjson
 from kit import transcripts
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(os.environ.get("KIT_SHARED_DIR") or ROOT.parent / "shared") / "fixtures" / "transcripts"
+FIXTURES = ROOT / "tests" / "fixtures" / "transcripts"  # real public transcripts, see tests/fixtures/SOURCES.md
 PEERS = ROOT / ".tools/bench-peers/node_modules"
 CCUSAGE = PEERS / "@ccusage/ccusage-linux-x64/bin/ccusage"
 CCUSAGE_CODEX_JS = PEERS / "@ccusage/codex/dist/index.js"
@@ -231,7 +231,7 @@ def plus(a: dict, b: dict) -> dict:
 
 
 class Rollout:
-    """A synthetic rollout as CLI 0.169 writes it (agent-cli-protocols.md §(c)); its totals go to ``corpus``."""
+    """A synthetic rollout as CLI 0.169 writes it (``kit.transcripts.codex_rollout``); its totals go to ``corpus``."""
 
     def __init__(self, rng: random.Random, start: datetime, corpus: Corpus) -> None:
         self.rng, self.now, self.corpus = rng, start, corpus

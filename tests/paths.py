@@ -1,11 +1,10 @@
-"""Where the shared folder (seeds, notes, fixtures) is: beside the repository, as on every machine and CI.
+"""Where the tests' data is: ``tests/fixtures/``, inside the repository.
 
-``KIT_SHARED_DIR`` overrides it for an unusual checkout.
+A fresh clone has nothing beside it, so every file a test reads is committed here with its source and
+license (``tests/fixtures/SOURCES.md``); nothing points outside the repository.
 """
 
-import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("KIT_SHARED_DIR") or ROOT.parent / "shared")
-FIXTURES = SHARED / "fixtures"
+FIXTURES = ROOT / "tests" / "fixtures"

@@ -1,18 +1,18 @@
-"""kit.occupancy (seed 004): calibration, error bar, compaction, FIFO eviction, by hand; a real Claude session."""
+"""kit.occupancy (docs/method.md#occupancy): calibration, error bar, compaction, FIFO eviction; a real session."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from paths import FIXTURES as TEST_FIXTURES
 
 from kit import occupancy as occ
 from kit import plots, transcripts
 
-FIXTURES = Path("/work/shared/fixtures/transcripts")
+FIXTURES = TEST_FIXTURES / "transcripts"
 TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
 
 

@@ -20,19 +20,19 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import FIXTURES as SHARED_FIXTURES
+from paths import FIXTURES as TEST_FIXTURES
 
 from kit import pipeline, run, transcripts
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "total_tokens"]
-SHARED = sorted(p for p in (SHARED_FIXTURES / "transcripts").iterdir() if p.suffix in (".jsonl", ".txt"))
+REAL = sorted(p for p in (TEST_FIXTURES / "transcripts").iterdir() if p.suffix in (".jsonl", ".txt"))
 
 
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory) -> dict[str, bytes]:
-    """One transcript of every format: the shared fixtures plus the kit's own (provider log, SDK records)."""
-    out = {p.name: p.read_bytes() for p in SHARED}
+    """One transcript of every format: the public ones in tests/fixtures plus the kit's own (provider log, SDK)."""
+    out = {p.name: p.read_bytes() for p in REAL}
     folder = tmp_path_factory.mktemp("batch")
     params = pipeline.load_params(str(ROOT / "params/demo.yaml"))
     params.update(outputs_dir=str(folder), batch="t", runs_per_arm=1, backend="sdk-anthropic", profile=None)
@@ -79,7 +79,7 @@ MUTATIONS = st.lists(
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from([p.name for p in SHARED] + ["sdk_responses.jsonl", "provider_log.jsonl"]), ops=MUTATIONS)
+@given(name=st.sampled_from([p.name for p in REAL] + ["sdk_responses.jsonl", "provider_log.jsonl"]), ops=MUTATIONS)
 def test_bytes_fuzzed_anywhere_are_read_or_reported(samples, name, ops):
     data = bytearray(samples[name])
     for op, where, blob in ops:
@@ -100,7 +100,7 @@ def test_bytes_fuzzed_anywhere_are_read_or_reported(samples, name, ops):
         read_both_ways(path, bytes(data))
 
 
-@pytest.mark.parametrize("name", [p.name for p in SHARED] + ["sdk_responses.jsonl", "provider_log.jsonl"])
+@pytest.mark.parametrize("name", [p.name for p in REAL] + ["sdk_responses.jsonl", "provider_log.jsonl"])
 def test_cut_at_any_offset_the_last_line_is_reported_and_the_rest_read(samples, tmp_path, name):
     data = samples[name]
     full = transcripts.read(_write(tmp_path / f"full-{name}", data))
@@ -215,9 +215,9 @@ def test_a_1gb_line_is_reported_in_bounded_memory(tmp_path):
 
 def test_long_lines_within_the_chunk_are_read_exactly(tmp_path):
     """The control for the two tests above: a 3 MB line (under the 4 MB chunk) is read, not reported."""
-    first = orjson.loads(SHARED[0].read_bytes().splitlines()[0])
+    first = orjson.loads(REAL[0].read_bytes().splitlines()[0])
     lines = [orjson.dumps(first), orjson.dumps({**first, "pad": "b" * (3 << 20)})]
-    path = _write(tmp_path / SHARED[0].name, b"\n".join(lines) + b"\n")
+    path = _write(tmp_path / REAL[0].name, b"\n".join(lines) + b"\n")
     df = transcripts.read(path)
     assert all(i["source_line"] != 2 or "unknown" in i["reason"] for i in df.attrs["issues"])
 

@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from paths import FIXTURES as SHARED_FIXTURES
+from paths import FIXTURES as TEST_FIXTURES
 
 from kit import parse, transcripts
 from kit.transcripts import cli
 
-FIXTURES = SHARED_FIXTURES / "transcripts"
+FIXTURES = TEST_FIXTURES / "transcripts"
 TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
 ROLLOUT = FIXTURES / "codex-rollout_agent-history_codex_exec_0.135.0.jsonl"
 SESSION = FIXTURES / "claude-session_ccb_harbor_paired.jsonl"

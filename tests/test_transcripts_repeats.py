@@ -22,12 +22,12 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from paths import FIXTURES as SHARED_FIXTURES
+from paths import FIXTURES as TEST_FIXTURES
 from paths import ROOT
 
 from kit import transcripts
 
-FIXTURES = SHARED_FIXTURES / "transcripts"
+FIXTURES = TEST_FIXTURES / "transcripts"
 TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
 SESSION = FIXTURES / "claude-session_ccb_harbor_paired.jsonl"
 ACOMPACT = FIXTURES / "claude-session_spotter_subagent_acompact.jsonl"

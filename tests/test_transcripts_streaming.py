@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from paths import FIXTURES as SHARED_FIXTURES
+from paths import FIXTURES as TEST_FIXTURES
 
 from kit import transcripts
 from kit.transcripts import _base
 
-FIXTURES = SHARED_FIXTURES / "transcripts"
+FIXTURES = TEST_FIXTURES / "transcripts"
 TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
 ROLLOUT = FIXTURES / "codex-rollout_agent-history_codex_exec_0.135.0.jsonl"
 
