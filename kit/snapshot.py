@@ -1,11 +1,12 @@
-"""Re-analyse a published seed-002 snapshot: ``results.json`` with metadata, prompts and arms -> outputs.
+"""Re-analyse a published three-arm snapshot: ``results.json`` with metadata, prompts and arms -> outputs.
 
-Seed 002 (caveman's ``evals/``) commits the raw model outputs of three arms per prompt, so anyone can
-recount them. :func:`snapshot_table` recomputes its ``measure.py`` table exactly: output tokens counted
-with tiktoken ``o200k_base``, per-prompt savings ``1 - skill/terse``, and over the prompts the median,
-mean, min, max and sample stdev, plus token totals; rows sorted by median, descending. It then adds
-what the original lacks: a seeded bootstrap interval on the mean saving. :func:`snapshot_markdown`
-prints it the way the original does (``+NN%``, Unicode minus for a negative saving, stdev plain).
+caveman's ``evals/`` (docs/method.md#controls and #sources) commits the raw model outputs of three arms
+per prompt, so anyone can recount them. :func:`snapshot_table` recomputes its ``measure.py`` table
+exactly: output tokens counted with tiktoken ``o200k_base``, per-prompt savings ``1 - skill/terse``,
+and over the prompts the median, mean, min, max and sample stdev, plus token totals; rows sorted by
+median, descending (docs/method.md#savings). It then adds what the original lacks: a seeded bootstrap
+interval on the mean saving (docs/method.md#intervals). :func:`snapshot_markdown` prints it the way the
+original does (``+NN%``, Unicode minus for a negative saving, stdev plain).
 
 One deliberate difference: a prompt whose control output is empty has no saving, so it is left out
 with a note (:func:`kit.stats.per_prompt_savings`); ``measure.py`` counts it as a saving of 0.
@@ -14,12 +15,16 @@ with a note (:func:`kit.stats.per_prompt_savings`); ``measure.py`` counts it as 
 arm, ``run`` = prompt index), so :func:`kit.stats.ratio` applies too. A snapshot stores text only, no
 usage: ``output_tokens`` is the counted text, ``total_tokens`` repeats it (output only), and input and
 cache columns are missing, never zero.
+
+``python -m kit snapshot PATH`` (:func:`main`) prints that table for any such file.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +50,7 @@ class SnapshotError(ValueError):
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A seed-002 snapshot: outputs of every arm, aligned with ``prompts``."""
+    """A three-arm snapshot: outputs of every arm, aligned with ``prompts``."""
 
     metadata: dict[str, Any]
     prompts: tuple[str, ...]
@@ -272,3 +277,44 @@ def snapshot_to_trials(snapshot: Snapshot, encoding: str = "o200k_base", batch: 
     frame = frame.astype(dtypes)
     frame.attrs["note"] = "snapshot: total_tokens = output tokens of the stored text; no usage was recorded"
     return frame
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a confidence between 0 and 1, got {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of resamples, got {text}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kit snapshot PATH``: print a snapshot's savings table with its bootstrap interval.
+
+    A file that cannot be read or is not a snapshot gives one line on stderr naming the place, and exit 1.
+    """
+    ap = argparse.ArgumentParser(
+        prog="python -m kit snapshot",
+        description="Recount a committed three-arm snapshot (results.json) and add a seeded bootstrap CI.",
+    )
+    ap.add_argument("path", help="the snapshot file, e.g. tests/fixtures/caveman/results.json")
+    ap.add_argument("--control", default=TERSE, help=f"the arm savings are measured against (default {TERSE})")
+    ap.add_argument("--n-resamples", type=_positive, default=10_000, help="bootstrap resamples (default 10000)")
+    ap.add_argument("--seed", type=int, default=0, help="bootstrap seed: the same seed, the same interval")
+    ap.add_argument("--confidence", type=_fraction, default=0.95, help="interval level (default 0.95)")
+    args = ap.parse_args(argv)
+    try:
+        snapshot = load_snapshot(args.path)
+        table = snapshot_table(
+            snapshot, control=args.control, confidence=args.confidence, n_resamples=args.n_resamples, seed=args.seed
+        )
+    except SnapshotError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(snapshot_markdown(table), end="")
+    return 0

@@ -1,8 +1,11 @@
-"""Seed 002's published table, reproduced exactly from its committed snapshot, plus the CI it lacks."""
+"""caveman's published table (docs/method.md#savings), reproduced exactly from its snapshot, plus the CI it lacks."""
 
 import hashlib
 import json
 import math
+import re
+import subprocess
+import sys
 
 import pytest
 from paths import FIXTURES
@@ -12,6 +15,7 @@ from kit.snapshot import (
     SnapshotError,
     fmt_pct,
     load_snapshot,
+    main,
     parse_snapshot,
     snapshot_markdown,
     snapshot_table,
@@ -21,7 +25,7 @@ from kit.snapshot import (
 RESULTS = FIXTURES / "caveman" / "results.json"
 MD5 = "520f50ea115965d85a8d7e458ace147c"
 
-# measure.py's output at caveman HEAD (notes/transcript-accounting.md §1.4), row for row.
+# caveman's evals/measure.py run unmodified on this file (commit 2f49f0e1, tests/fixtures/SOURCES.md), row for row.
 PUBLISHED = [
     "| **caveman-cn** | +54% | +49% | +10% | +93% | 27% | 951 / 2045 |",
     "| **caveman** | +50% | +46% | +0% | +88% | 25% | 1026 / 2045 |",
@@ -167,3 +171,46 @@ def test_missing_control_and_zero_control_prompts(tmp_path):
 def test_json_round_trip_of_the_fixture_is_what_load_reads(snap):
     data = json.loads(RESULTS.read_text())
     assert parse_snapshot(data, str(RESULTS)) == snap
+
+
+def test_command_prints_the_table_with_its_interval(capsys):
+    assert main([str(RESULTS), "--n-resamples", "2000", "--seed", "1", "--confidence", "0.9"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(HEADER) and "| Mean 90% CI |" in out
+    rows = [line for line in out.splitlines() if line.startswith("| **")]
+    assert [line.rsplit(" [", 1)[0] for line in rows] == PUBLISHED
+    assert "(2000 resamples, seed 1)" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["missing.json"], r"^error: missing\.json: cannot read the snapshot"),
+        ([str(RESULTS), "--control", "__nope__"], r"^error: .*control arm '__nope__' not in \$\.arms"),
+    ],
+)
+def test_command_bad_input_is_one_line_and_exit_1(argv, message, capsys):
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and re.match(message, err)
+
+
+def test_command_refuses_a_confidence_outside_0_1(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([str(RESULTS), "--confidence", "95"])
+    assert exc.value.code == 2 and "expected a confidence between 0 and 1" in capsys.readouterr().err
+
+
+def test_python_m_kit_snapshot(tmp_path):
+    """The public command line (docs/design.md): ``python -m kit snapshot PATH``, run as a user runs it."""
+    ok = subprocess.run(
+        [sys.executable, "-m", "kit", "snapshot", str(RESULTS), "--n-resamples", "500"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert [line.rsplit(" [", 1)[0] for line in ok.stdout.splitlines() if line.startswith("| **")] == PUBLISHED
+    argv = [sys.executable, "-m", "kit", "snapshot", str(tmp_path / "nope.json")]
+    bad = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert bad.returncode == 1 and bad.stdout == "" and len(bad.stderr.splitlines()) == 1
