@@ -1,9 +1,9 @@
 """The pure prompt-cache engine: (prompt segments, time, domain, profile) -> what was read and written.
 
-One engine serves two uses (DESIGN.md, "One cache engine, two uses"): the embedded provider calls it
-live to answer real clients, and ``kit.cachemodel`` replays recorded requests through it offline at any
-warmth. It therefore imports nothing of the server and keeps every provider rule in a profile that is
-data (``kit/data/cache_profiles/*.yaml``, dated and sourced), because those rules change within months.
+One engine serves two uses (docs/design.md): the embedded provider calls it live to answer real clients,
+and ``kit.cachemodel`` replays recorded requests through it offline at any warmth. It therefore imports
+nothing of the server and keeps every provider rule in a profile that is data
+(``kit/data/cache_profiles/*.yaml``, dated and sourced), because those rules change within months.
 
 How a request is modelled
 -------------------------
@@ -37,9 +37,9 @@ quadratically). LRU eviction keeps ``resident_tokens <= capacity_tokens``; every
 token against the capacity so that the number of entries is bounded too. A request touches its entries
 deepest first, so a prefix is always more recently used than its extensions and eviction takes leaves first.
 
-``survival`` is the warmth knob of seed 000 §1.3. When a stored entry would serve a hit it is checked: it
-survived since its last use iff ``u < survival`` with ``u = H(seed, entry, times checked)`` in [0, 1). A
-failed check bills the request as a full miss (read 0, the prefix written again), as a provider that
+``survival`` is the warmth knob (docs/method.md#warmth). When a stored entry would serve a hit it is
+checked: it survived since its last use iff ``u < survival`` with ``u = H(seed, entry, times checked)`` in
+[0, 1). A failed check bills the request as a full miss (read 0, the prefix written again), as a provider that
 evicted the prefix or routed the request to a cold machine would. The store itself evolves exactly as at
 survival 1 (the rewritten prefix is the refreshed one), so the draws line up across survival levels and a
 higher survival keeps a superset of the hits for the same seed: warmth curves are monotone by construction.

@@ -10,10 +10,16 @@ from collections.abc import Sequence
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kit provider serve",
-        description="Serve the simulated OpenAI / Anthropic endpoints on loopback; prints the base URL.",
+        description="Serve the simulated OpenAI / Anthropic endpoints on loopback; prints the base URL and the "
+        "settings that point SDKs, Codex CLI and Claude Code at it.",
     )
     p.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
-    p.add_argument("--profile", default="openai-implicit", help="cache profile name (default: openai-implicit)")
+    p.add_argument(
+        "--profile",
+        default=None,
+        help="cache profile for every route (default: each API's own: openai-implicit for /v1/responses and "
+        "/v1/chat/completions, anthropic for /v1/messages)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the policy and the cache survival draws")
     p.add_argument("--survival", type=float, default=1.0, help="cache entry survival probability in [0, 1]")
     p.add_argument("--log", default=None, help="request log path (default: a temporary file)")
@@ -34,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kit.provider.cache import profile_names
     from kit.provider.server import serve_forever
 
-    if options.profile not in profile_names():
+    if options.profile is not None and options.profile not in profile_names():
         p.error(f"--profile {options.profile!r} is not one of {profile_names()}")
     try:
         serve_forever(

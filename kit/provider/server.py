@@ -6,6 +6,12 @@ segments (``prompt``), let the cache engine decide reads and writes for the call
 of its API key), ask the scripted policy for a reply, render it in the API's own wire format, and
 append one line to the request log before the response leaves.
 
+Cache rules: a named profile applies to every route (the run stage always names one, so a batch's
+requests follow one profile whatever API its backend speaks). With none named, each API follows its own
+provider's rules (``DEFAULT_PROFILES``): an Anthropic client that marks ``cache_control`` breakpoints
+sees its writes and reads, an OpenAI client sees implicit caching. Each profile then has its own engine
+(OpenAI's two APIs share one, as they share one cache at OpenAI), so the two providers never share entries.
+
 Work per request is done inline on the event loop: it is CPU-bound, short (the tokeniser remembers
 blocks it has seen) and the engine is locked anyway, so a thread pool would only add hand-offs.
 Response, item and call ids come from a stream seeded by the seed, the caller, the trial and the prompt:
@@ -64,7 +70,13 @@ from kit.provider.prompt import ParsedRequest, PromptCounter, RequestError
 MAX_BODY_BYTES = 32 * 1024 * 1024
 BODY_TIMEOUT_S = 30.0
 SEEN_PROMPTS = 100_000  # prompts remembered for distinct ids on repeats (~10 MB at most)
-MODELS = ("sim-model", "sim-gpt", "sim-claude")
+# Model names ``/v1/models`` lists. Any name is answered (the scripted policy ignores it), but clients such as
+# Codex and Claude Code look the configured model up first: sim-agent is the model of every params/*.yaml,
+# sim-ping the default of ``python -m kit ping``, sim-model the one of the examples and tests.
+MODELS = ("sim-agent", "sim-model", "sim-ping", "sim-gpt", "sim-claude")
+# With no profile named, each API follows its own provider's cache rules (keys: the log's "api").
+DEFAULT_PROFILES = {"responses": "openai-implicit", "chat": "openai-implicit", "messages": "anthropic"}
+CLIENT_KEY = "kit-embedded-placeholder"  # what ``serve`` tells clients to send: any non-empty key works
 _TRIAL = re.compile(rb"^/t/([^/]+)(/.*)$")
 _LOGGER = logging.getLogger(__name__)
 
@@ -91,6 +103,7 @@ class _Api:
 _RESPONSES = _Api("responses", "/v1/responses", wire_openai.parse_responses, PromptCounter.responses)
 _CHAT = _Api("chat", "/v1/chat/completions", wire_openai.parse_chat, PromptCounter.chat)
 _MESSAGES = _Api("messages", "/v1/messages", wire_anthropic.parse_messages, PromptCounter.anthropic, anthropic=True)
+_APIS = (_RESPONSES, _CHAT, _MESSAGES)
 
 
 @dataclass
@@ -178,7 +191,7 @@ class ProviderApp:
     def __init__(
         self,
         *,
-        profile: CacheProfile,
+        profile: CacheProfile | None,
         policy: Policy,
         seed: int,
         survival: float,
@@ -188,11 +201,16 @@ class ProviderApp:
         max_body_bytes: int = MAX_BODY_BYTES,
         body_timeout_s: float = BODY_TIMEOUT_S,
     ):
-        self.profile = profile
+        # The profile in force on each API's route, and one engine per profile (APIs under one share its cache).
+        self.profiles = {api.name: profile or load_profile(DEFAULT_PROFILES[api.name]) for api in _APIS}
+        engines: dict[CacheProfile, CacheEngine] = {}
+        for each in self.profiles.values():
+            if each not in engines:
+                engines[each] = CacheEngine(each, capacity_tokens=capacity_tokens, survival=survival, seed=seed)
+        self.engines = {name: engines[each] for name, each in self.profiles.items()}
         self.policy = policy
         self.policy_name = str(getattr(policy, "name", type(policy).__name__))
         self.seed = seed
-        self.engine = CacheEngine(profile, capacity_tokens=capacity_tokens, survival=survival, seed=seed)
         self.counter = PromptCounter()
         self.clock = clock
         self.log = log
@@ -200,7 +218,6 @@ class ProviderApp:
         self.body_timeout_s = body_timeout_s
         self._seen: OrderedDict[bytes, int] = OrderedDict()  # prompt -> times answered (for the id stream)
         self._seen_lock = threading.Lock()
-        self.bills_writes = profile.kind in ("openai_explicit", "anthropic")
         self.app = Starlette(
             routes=[
                 Route("/v1/responses", self._endpoint(_RESPONSES), methods=["POST"]),
@@ -261,7 +278,7 @@ class ProviderApp:
             "endpoint": api.endpoint,
             "api": api.name,
             "policy": self.policy_name,
-            "profile": self.profile.name,
+            "profile": self.profiles[api.name].name,
             "domain": domain,
             "trial_id": trial_id,
         }
@@ -275,7 +292,7 @@ class ProviderApp:
             segments = api.segments(self.counter, body)
             fields["segments"] = [[s.digest, s.tokens, s.breakpoint] for s in segments]
             try:
-                result = self.engine.process(
+                result = self.engines[api.name].process(
                     segments, domain=domain, now=now, model=parsed.model, routing_key=parsed.prompt_cache_key
                 )
             except BreakpointError as exc:
@@ -368,7 +385,8 @@ class ProviderApp:
                 return _Rendered(final["id"], usage, frames=wire_openai.responses_events(parsed, final))
             return _Rendered(final["id"], usage, body=final)
         if api is _CHAT:
-            usage = wire_openai.chat_usage(result, output_tokens, reasoning, self.bills_writes)
+            bills_writes = self.profiles[api.name].kind in ("openai_explicit", "anthropic")
+            usage = wire_openai.chat_usage(result, output_tokens, reasoning, bills_writes)
             response_id = wire_openai.new_id("chatcmpl")
             calls = wire_openai.chat_calls(reply)
             if parsed.stream:
@@ -445,10 +463,47 @@ class Provider:
         self.host = host
         self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
         self.log_path: Path = app.log.path
-        self.engine: CacheEngine = app.engine
-        self.profile: CacheProfile = app.profile
+        self.profiles: dict[str, CacheProfile] = app.profiles  # by API: "responses", "chat", "messages"
+        self.engines: dict[str, CacheEngine] = app.engines
         self.policy: Policy = app.policy
         self.policy_name = app.policy_name
+
+    @property
+    def profile(self) -> CacheProfile:
+        """The profile of every route; an error when the routes follow their own APIs' (no profile named)."""
+        return self._single(self.profiles)
+
+    @property
+    def engine(self) -> CacheEngine:
+        """The engine of every route; an error when each API has its own (no profile named)."""
+        return self._single(self.engines)
+
+    def _single(self, by_api: dict[str, Any]) -> Any:
+        first = by_api[_RESPONSES.name]
+        if any(value != first for value in by_api.values()):
+            routes = ", ".join(f"{name}: {profile.name}" for name, profile in self.profiles.items())
+            raise ValueError(f"no single cache profile ({routes}); use profiles[api] / engines[api]")
+        return first
+
+    def client_settings(self) -> list[tuple[str, str]]:
+        """How to point clients at this provider, as (name, value) lines: SDK environment variables, then a
+        Codex CLI and a Claude Code command line configured the way the run stage configures them."""
+        openai_url, anthropic_url = f"{self.base_url}/v1", self.base_url
+        codex_provider = (
+            f'model_providers.kit={{name="kit",base_url="{openai_url}",wire_api="responses",env_key="OPENAI_API_KEY"}}'
+        )
+        return [
+            ("OPENAI_BASE_URL", openai_url),
+            ("OPENAI_API_KEY", CLIENT_KEY),
+            ("ANTHROPIC_BASE_URL", anthropic_url),
+            ("ANTHROPIC_API_KEY", CLIENT_KEY),
+            ("codex", f"codex exec -c model_provider=kit -c '{codex_provider}' -m {MODELS[0]} 'your prompt'"),
+            (
+                "claude",
+                f"ANTHROPIC_BASE_URL={anthropic_url} ANTHROPIC_API_KEY={CLIENT_KEY} "
+                f"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 claude -p --model {MODELS[0]} 'your prompt'",
+            ),
+        ]
 
     def trial_base_url(self, trial_id: str) -> str:
         """Base URL whose requests are logged under ``trial_id`` (clients append ``/v1``)."""
@@ -477,7 +532,7 @@ class Provider:
 
 
 def start(
-    profile: str | CacheProfile = "openai-implicit",
+    profile: str | CacheProfile | None = None,
     policy: Policy | None = None,
     seed: int = 0,
     port: int = 0,
@@ -492,11 +547,14 @@ def start(
 ) -> Provider:
     """Start the provider in a background thread and return once it accepts connections.
 
-    ``port=0`` picks a free port. ``log_path=None`` logs to a fresh temporary file. ``clock`` is the
-    cache engine's simulated time in seconds (default: wall-clock seconds since start). A request body
-    larger than ``max_body_bytes`` gets 413; one not received within ``body_timeout_s`` gets 408.
+    ``profile`` applies to every route; ``None`` gives each API its own provider's (``DEFAULT_PROFILES``),
+    one engine per profile, each holding up to ``capacity_tokens``. ``port=0`` picks a free port.
+    ``log_path=None`` logs to a fresh temporary file. ``clock`` is the cache engine's simulated time in
+    seconds (default: wall-clock seconds since start). A request body larger than ``max_body_bytes`` gets
+    413; one not received within ``body_timeout_s`` gets 408.
     """
-    profile = load_profile(profile) if isinstance(profile, str) else profile
+    if isinstance(profile, str):
+        profile = load_profile(profile)
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     _check_host(address[0], allow_non_loopback)
     sock = socket.socket(family, kind, proto)
@@ -537,7 +595,7 @@ def start(
 
 @contextmanager
 def serve(
-    profile: str | CacheProfile = "openai-implicit",
+    profile: str | CacheProfile | None = None,
     policy: Policy | None = None,
     seed: int = 0,
     port: int = 0,
@@ -572,8 +630,13 @@ def serve(
 
 
 def serve_forever(**kwargs: Any) -> None:
-    """Run until interrupted (the CLI), printing the base URL and the log path."""
+    """Run until interrupted (the CLI), printing the base URL first (scripts read that line), then how to
+    point each client at it, the cache profile of each route, the log path and the policy."""
     provider = start(**kwargs)
-    print(provider.base_url, flush=True)
-    print(f"log: {provider.log_path}  profile: {provider.profile.name}  policy: {provider.policy_name}", flush=True)
+    lines = [provider.base_url]
+    lines += [f"{name}={value}" if name.isupper() else f"{name}: {value}" for name, value in provider.client_settings()]
+    named = "" if kwargs.get("profile") is not None else " (each API's own; --profile NAME sets one for every route)"
+    routes = ", ".join(f"{api.endpoint} {provider.profiles[api.name].name}" for api in _APIS)
+    lines += [f"profiles: {routes}{named}", f"log: {provider.log_path}", f"policy: {provider.policy_name}"]
+    print("\n".join(lines), flush=True)
     provider.wait()
