@@ -1,29 +1,34 @@
-"""Residual context occupancy (seed 004): how much of the window tool output still fills when a session ends.
+"""Residual context occupancy: how much of the window tool output still fills when a session ends.
 
 A single answer's cost is a flow; occupancy is a stock that every later turn pays for, so a tool can be
-cheap per call and still crowd the window. The method is measured, not estimated. Each request's
-``input_tokens`` is its whole prompt (the canonical row already holds cache reads and writes), so the
+cheap per call and still crowd the window. The method (docs/method.md#occupancy) is measured, not
+estimated. Each request's ``input_tokens`` is its whole prompt (the canonical row already holds cache reads and writes), so the
 growth from one request to the next is exactly what was appended in between: the previous response's
 output, the tool results and any user text. Those parts are known in characters (tool results, and
 the response's output where a reader supplies ``output_chars``) or in tokens (the response's visible
 output, ``output_tokens - reasoning_tokens``, where no characters are known), so:
 
-1. Characters per token are calibrated per trial on the gaps that are >= 80% tool result (seed 004:
-   calibrating on every gap hands a short result a whole gap whose assistant text went unrecorded).
+1. Characters per token are calibrated per trial on the gaps that are >= 80% tool result
+   (docs/method.md#calibration: calibrating on every gap hands a short result a whole gap whose
+   assistant text went unrecorded).
    A gap's ratio is its characters over its tokens not already known; the lower median is taken, ratios
    above 1.5 times it are dropped (shedding inflates the apparent density), and the ratio is pooled
    over the rest. No such gap: every growing gap pooled; none at all: 3.0 chars/token, flagged.
 2. The error bar is the median relative error over the gaps that are >= 95% one tool result, where the
    growth is that result's token count.
 3. Every tool result is priced at the ratio and queued in order. A ``compact_boundary`` event clears
-   the queue; a growth smaller than expected by more than max(200 tokens, 5%) is shedding without an
-   event (micro-compaction) and evicts the oldest results first, partly if need be. Below that
-   tolerance a shortfall is attribution noise.
+   the queue, and so does a fresh session: a trial's next main transcript file that starts its own
+   conversation (``file_cycle`` 0; a resumed session's copy of its history is dropped by the reader, so
+   it starts later), whose first request carries none of the earlier window (docs/method.md#compaction).
+   A growth smaller than expected by more than max(200 tokens, 5%) is shedding without an event
+   (micro-compaction) and evicts the oldest results first, partly if need be. Below that tolerance a
+   shortfall is attribution noise.
 
 What stays queued is the residual per category; ``base`` (prompt, prose, summaries) is the final
 context minus the resident tool tokens, and ``fixed base`` the first request's context (system, tool
-schemas and the question, before any tool answered). Subagents have their own window: drop their rows
-(Claude's ``attrs["sidechain_ids"]``, or a ``sidechain`` column) before calling :func:`occupancy`.
+schemas and the question, before any tool answered). Subagents and compaction requests have their own
+window: their rows (``sidechain``, or ``file_role`` other than main, as the parse stage writes them;
+Claude's ``attrs["sidechain_ids"]`` for a bare read) are left out (docs/method.md#occupancy).
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ COLUMNS = [
     "compactions",
     "evicted_tokens",
     "output_measure",
+    "sessions",
 ]
 SUMMARY_COLUMNS = ["arm", "category", "trials", "tokens", "share_of_context", "share_of_window", "err"]
 
@@ -104,6 +110,7 @@ class _Gap:
     other_chars: float
     other_tokens: float
     compacted: bool
+    new_session: bool = False  # the first request of a fresh session: the window starts over
     output_in_chars: bool = True  # the previous response's output is known in characters (else in tokens)
     unknown_text: bool = False  # a new user turn whose characters are not known
     results: list[tuple[str, float]] = field(default_factory=list)  # (category, chars)
@@ -111,6 +118,11 @@ class _Gap:
     @property
     def chars(self) -> float:
         return self.tool_chars + self.other_chars
+
+    @property
+    def reset(self) -> bool:
+        """The window was cleared before this request (a compaction or a fresh session)."""
+        return self.compacted or self.new_session
 
     @property
     def unknown_tokens(self) -> float:
@@ -125,7 +137,7 @@ class _Gap:
 
     def measurable(self) -> bool:
         """Fit to calibrate on: nothing cleared, nothing of unknown size, growth and text enough to divide."""
-        return not (self.compacted or self.unknown_text) and self.unknown_tokens > 0 and self.chars > MIN_GAP_CHARS
+        return not (self.reset or self.unknown_text) and self.unknown_tokens > 0 and self.chars > MIN_GAP_CHARS
 
 
 def _calibrate(gaps: list[_Gap]) -> tuple[float, str]:
@@ -136,7 +148,7 @@ def _calibrate(gaps: list[_Gap]) -> tuple[float, str]:
         lower_median = ratios[(len(ratios) - 1) // 2]
         kept = [g for g in clean if g.chars / g.unknown_tokens <= OUTLIER * lower_median]
         return sum(g.chars for g in kept) / sum(g.unknown_tokens for g in kept), "measured"
-    growing = [g for g in gaps if not (g.compacted or g.unknown_text) and g.unknown_tokens > 0 and g.chars > 0]
+    growing = [g for g in gaps if not (g.reset or g.unknown_text) and g.unknown_tokens > 0 and g.chars > 0]
     if growing:
         return sum(g.chars for g in growing) / sum(g.unknown_tokens for g in growing), "pooled"
     return FALLBACK_CHARS_PER_TOKEN, "fallback"
@@ -194,8 +206,8 @@ def _attribute(gaps: list[_Gap], cpt: float) -> tuple[dict[str, list[_Chunk]], f
     every: dict[str, list[_Chunk]] = {c: [] for c in PARTS[:5]}
     evicted, compactions = 0.0, 0
     for g in gaps:
-        if g.compacted:
-            compactions += 1
+        compactions += g.compacted
+        if g.reset:
             evicted += _evict(queue, sum(c.left for c in queue))
         added = 0.0
         for category, chars in g.results:
@@ -203,7 +215,7 @@ def _attribute(gaps: list[_Gap], cpt: float) -> tuple[dict[str, list[_Chunk]], f
             queue.append(chunk)
             every[category].append(chunk)
             added += chunk.tokens
-        if g.compacted:
+        if g.reset:
             continue
         expected = added + g.other_chars / cpt + g.other_tokens
         shortfall = expected - g.delta
@@ -219,6 +231,15 @@ def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
     return frame[column].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
 
 
+def _new_sessions(req: pd.DataFrame) -> np.ndarray:
+    """Requests that open a fresh session: the first of another transcript file, at its own cycle 0."""
+    if "source_path" not in req.columns or "file_cycle" not in req.columns:
+        return np.zeros(len(req), dtype=bool)
+    paths = req["source_path"].astype("string").fillna("").to_numpy(dtype=object)
+    changed = np.r_[False, paths[1:] != paths[:-1]]
+    return changed & (_floats(req, "file_cycle") == 0)
+
+
 def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> list[_Gap]:
     """Gap k holds what request k carries new: request k-1's output, tool results with cycle in (c[k-1], c[k]]."""
     cycles = req["cycle"].to_numpy(dtype=np.int64)
@@ -229,6 +250,7 @@ def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> l
     user = np.nan_to_num(user_known)
     turns = _floats(req, "turn")
     new_turn = np.r_[False, turns[1:] != turns[:-1]] & ~np.isnan(turns) & np.isnan(user_known)
+    new_session = _new_sessions(req)
     slot = np.searchsorted(cycles, res["cycle"].to_numpy(dtype=np.int64), side="left")  # first request with c >= cycle
     gaps = []
     for k in range(1, len(req)):
@@ -242,6 +264,7 @@ def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> l
                 other_chars=(out_chars[k - 1] if known_chars else 0.0) + user[k],
                 other_tokens=other_tokens,
                 compacted=bool(((compact_cycles > cycles[k - 1]) & (compact_cycles <= cycles[k])).any()),
+                new_session=bool(new_session[k]),
                 output_in_chars=known_chars,
                 unknown_text=bool(new_turn[k]),
                 results=list(zip(mine["part"], mine["chars"].astype(float), strict=True)),
@@ -294,6 +317,7 @@ def _trial_rows(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray
         "compactions": compactions,
         "evicted_tokens": evicted,
         "output_measure": _measure(gaps),
+        "sessions": 1 + sum(g.new_session for g in gaps),
     }
     return [
         {
@@ -323,7 +347,8 @@ def _check(requests: pd.DataFrame, tool_results: pd.DataFrame, keys: list[str]) 
         where = f" ({row['source_path']}:{row['source_line']})" if "source_path" in requests else ""
         raise ValueError(
             f"occupancy(requests): trial {row['trial_id']} has cycle {row['cycle']} twice{where}; one window per "
-            "trial is measured, so drop subagent (sidechain) responses and keep one transcript per trial"
+            "trial is measured, so number a trial's transcript files across the trial (the parse stage does) and "
+            "mark subagent responses (sidechain)"
         )
     bad_chars = tool_results.index[tool_results["chars"].isna() | (tool_results["chars"] < 0)]
     if len(bad_chars):
@@ -337,6 +362,23 @@ def _compactions(events: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame:
     if "kind" in events.columns:
         events = events[events["kind"].isin(COMPACTION_KINDS)]
     return events[[*keys, "cycle"]]
+
+
+def _main_window(
+    requests: pd.DataFrame, tool_results: pd.DataFrame, keys: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The main conversation's requests, and the tool results they carry: a result first carried by a
+    subagent's or compaction's request is in that window, not the parent's."""
+    side = pd.Series(False, index=requests.index)
+    if "sidechain" in requests.columns:
+        side |= requests["sidechain"].astype("boolean").fillna(False)
+    if "file_role" in requests.columns:
+        side |= requests["file_role"].astype("string").fillna("main") != "main"
+    if not side.any():
+        return requests, tool_results
+    theirs = pd.MultiIndex.from_frame(requests.loc[side, [*keys, "cycle"]])
+    carried = pd.MultiIndex.from_frame(tool_results[[*keys, "cycle"]]).isin(theirs)
+    return requests[~side], tool_results[~carried]
 
 
 def occupancy(
@@ -360,8 +402,7 @@ def occupancy(
     batched = "batch" in requests.columns and "batch" in tool_results.columns and requests["batch"].notna().any()
     keys = ["batch", "trial_id"] if batched else ["trial_id"]
     _check(requests, tool_results, keys)
-    if "sidechain" in requests.columns:
-        requests = requests[~requests["sidechain"].astype("boolean").fillna(False)]
+    requests, tool_results = _main_window(requests, tool_results, keys)
     compactions = _compactions(events, keys)
     results = tool_results.assign(
         part=tool_results["category"].map(TOOL_CATEGORIES).fillna(OTHER), chars=tool_results["chars"].astype(float)
@@ -383,7 +424,7 @@ def occupancy(
     out = pd.DataFrame(rows, columns=COLUMNS)
     if not batched:
         out["batch"] = requests["batch"].iloc[0] if "batch" in requests.columns and len(requests) else pd.NA
-    return out.astype({"results": "Int64", "requests": "Int64", "compactions": "Int64"})
+    return out.astype({"results": "Int64", "requests": "Int64", "compactions": "Int64", "sessions": "Int64"})
 
 
 def summary(occ: pd.DataFrame, *, parts_only: bool = True) -> pd.DataFrame:

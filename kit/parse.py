@@ -1,10 +1,13 @@
 """The parse stage: every trial's raw transcripts into the canonical tables under ``tables/``.
 
-Per trial, the backend's own transcript is the primary source (the SDK agents' response records,
-the Codex rollout, the Claude session file); the embedded provider's log of the same trial is a
-cross-check, and any disagreement between the two is reported in ``parse_issues``, never
-silently resolved. The provider log also gives each request's prompt segments (content hashes and
-token counts), which the cache model replays offline.
+Per trial, the backend's own transcripts are the primary source (the SDK agents' response records,
+the Codex rollouts, the Claude session files: ``kit.transcripts.sources``, the one rule ``python -m kit
+parse`` follows too); the embedded provider's log of the same trial is a cross-check, and any
+disagreement between the two is reported in ``parse_issues``, never silently resolved
+(docs/method.md#sources). A trial's files (fresh sessions, subagents, compactions) are numbered in
+start order, so ``cycle`` counts the trial's responses (docs/method.md#transcripts). The provider log
+also gives each request's prompt segments (content hashes and token counts), which the cache model
+replays offline.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ import pandas as pd
 from kit import metrics, transcripts
 from kit.layout import BatchDir, write_table
 from kit.schema import ISSUE_COLUMNS, TOOL_RESULT_COLUMNS, TOOL_RESULT_DTYPES, frame, requests_frame
+from kit.transcripts import sources
 from kit.transcripts._tools import CATEGORIES
 
-PROVIDER_LOG = "provider_log.jsonl"
 META_COLUMNS = [
     "batch", "arm", "run", "trial_id", "order_index", "status", "reason", "grade", "grade_detail",
     "backend", "model", "isolation", "control", "started_at", "wall_s", "simulated",
@@ -40,44 +43,27 @@ def trial_meta(bd: BatchDir) -> pd.DataFrame:
     return df.astype({"run": "Int64", "order_index": "Int64", "grade": "Float64", "wall_s": "Float64"})
 
 
-def _sources(tdir: Path, meta: dict) -> tuple[list[Path], Path | None]:
-    """The primary transcripts (every file in the format the backend lists first) and the provider log.
-
-    A backend lists its transcripts best first (Codex rollouts before ``codex exec --json`` stdout,
-    Claude session files before stream-json); a trial with fresh sessions has one such file per
-    session. Files in the other formats describe the same responses, so reading them too would count
-    every response twice.
-    """
-    names = [n for n in meta.get("transcripts", []) if (tdir / n).is_file()]
-    log = tdir / PROVIDER_LOG if PROVIDER_LOG in names else None
-    others = [tdir / n for n in names if n != PROVIDER_LOG]
-    if not others:
-        return ([log] if log else []), log
-    best = transcripts.detect(others[0])
-    return [p for p in others if transcripts.detect(p) == best], log
-
-
 def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame]:
     """Read every trial; write and return requests, trials, tool_results, parse_issues, segments, events."""
     bd = BatchDir(Path(batch_dir))
     meta_df = trial_meta(bd)
     requests, tools, issues, segments, events = [], [], [], [], []
     for tdir in bd.trial_dirs():
-        meta = orjson.loads((tdir / "meta.json").read_bytes())
-        ident = {k: meta[k] for k in ("batch", "arm", "run", "trial_id")}
-        primary, log = _sources(tdir, meta)
-        if not primary:
+        trial = sources.trial(tdir)
+        ident = trial.ident
+        if not trial.primary:
             issues.append({"source_path": str(tdir), "source_line": 0, "reason": "no transcript in trial folder"})
             continue
-        # the provider sees every tool result the client sends back; SDK response records do not
-        if log is None or log in primary:
-            (rows, found), checks = transcripts.tables(primary, strict=strict), []
+        log = trial.log
+        rows, found, logged = _read_trial(trial, strict)
+        rows, numbering = sources.number(rows)
+        if logged is None:
+            found, checks = _renumbered(found, numbering), []
         else:
-            rows, (log_rows, found) = transcripts.read(primary, strict=strict), transcripts.tables([log])
-            checks = _crosscheck(rows, log_rows, log)
+            checks = sources.crosscheck(rows, logged, log)
         issues += rows.attrs.get("issues", []) + _disagreements(rows) + checks
-        events += [_event(e, ident) for e in rows.attrs.get("events", [])]
-        requests.append(rows.assign(**ident, backend=meta["backend"]))
+        events += [_event(e, ident, numbering) for e in rows.attrs.get("events", [])]
+        requests.append(rows.assign(**ident, backend=trial.meta["backend"]))
         tools.append(found.assign(**ident))
         if log is not None:
             segments += _segments(log, ident)
@@ -107,14 +93,53 @@ def _with_calls_by_category(trials: pd.DataFrame, tool_results: pd.DataFrame) ->
     return out.astype({c: "Int64" for c in counts.columns}).fillna({c: 0 for c in counts.columns})
 
 
-def _event(event: dict, ident: dict) -> dict:
-    """A transcript event (compaction, system event, API error …) kept for the occupancy analysis."""
+def _read_trial(trial: sources.Trial, strict: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """A trial's primary rows, its tool results, and the provider log's rows where the log is a cross-check.
+
+    The provider sees every tool result the client sends back (SDK response records have none), in
+    request order across the trial's files, so its tool results are taken where there is a log. Without
+    one, the transcripts' own are read per file when there are several, since their per-file cycles
+    must be mapped onto the trial's (``_renumbered``).
+    """
+    primary, log = trial.primary, trial.log
+    if log is not None and log not in primary:
+        rows, (logged, found) = transcripts.read(primary, strict=strict), transcripts.tables([log])
+        return rows, found, logged
+    if len(primary) == 1:
+        rows, found = transcripts.tables(primary, strict=strict)
+        return rows, found.assign(source_path=str(primary[0])), None
+    rows = transcripts.read(primary, strict=strict)
+    found = [transcripts.tool_results([p]).assign(source_path=str(p)) for p in primary]
+    return rows, pd.concat(found, ignore_index=True), None
+
+
+def _renumbered(found: pd.DataFrame, numbering: sources.Numbering) -> pd.DataFrame:
+    """Tool results of the transcripts, their per-file cycles mapped onto the trial's.
+
+    A result of a response another file holds too (a resumed session's copy of its history, dropped by
+    the reader) comes before the file's first kept response and is dropped with it.
+    """
+    if found.empty:
+        return found
+    first = {path: kept[0] if len(kept) else 0 for path, kept in numbering.kept.items()}
+    keep = [
+        first.get(p) is not None and pd.notna(c) and c >= first[p]
+        for p, c in zip(found["source_path"], found["cycle"], strict=True)
+    ]
+    found = found[keep]
+    cycles = [numbering.cycle(p, c) for p, c in zip(found["source_path"], found["cycle"], strict=True)]
+    return found.assign(cycle=pd.array(cycles, dtype="Int64"))
+
+
+def _event(event: dict, ident: dict, numbering: sources.Numbering) -> dict:
+    """A transcript event (compaction, system event, API error …) kept for the occupancy analysis, at the
+    trial's cycle of the request after it."""
     detail = event.get("detail")
     return {
         "batch": ident["batch"],
         "arm": ident["arm"],
         "trial_id": ident["trial_id"],
-        "cycle": event.get("cycle"),
+        "cycle": numbering.cycle(str(event.get("source_path")), event.get("cycle")),
         "kind": event.get("kind"),
         "source_path": event.get("source_path"),
         "source_line": event.get("source_line"),
@@ -141,33 +166,7 @@ def _segments(log: Path, ident: dict) -> list[dict]:
     return out
 
 
-def _disagreements(rows: pd.DataFrame) -> list[dict]:
-    """A transcript's own totals that its rows do not reproduce (``attrs["crosscheck"]``), as issues."""
-    return [
-        {
-            "source_path": c["source_path"],
-            "source_line": c["source_line"],
-            "reason": f"cross-check {c['field']}: rows give {c['rows_sum']}, the transcript says {c['reported']}"
-            + (f"; {c['note']}" if c["note"] else ""),
-        }
-        for c in rows.attrs.get("crosscheck", [])
-        if not c["agree"]
-    ]
-
-
-def _crosscheck(primary: pd.DataFrame, logged: pd.DataFrame, log: Path) -> list[dict]:
-    """Client-side and server-side usage must agree request by request; report where they do not."""
-    cols = ["input_tokens", "cache_read_tokens", "output_tokens"]
-    if len(primary) != len(logged):
-        reason = f"cross-check: {len(primary)} responses in the transcript, {len(logged)} in the provider log"
-        return [{"source_path": str(log), "source_line": 0, "reason": reason}]
-    out = []
-    for i, (a, b) in enumerate(zip(primary[cols].to_dict("records"), logged[cols].to_dict("records"), strict=True)):
-        if a != b:
-            out.append(
-                {"source_path": str(log), "source_line": i + 1, "reason": f"cross-check: transcript {a} != log {b}"}
-            )
-    return out
+_disagreements = sources.disagreements  # the name tests and notebooks have used
 
 
 def totals(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The canonical tables every stage shares (see DESIGN.md, "The canonical request row").
+"""The canonical tables every stage shares (docs/tables.md, docs/design.md).
 
 One row per model API response in ``requests``; parse writes it, analysis and figures read it.
 Token columns are nullable integers: where a source gave no usage the row says
@@ -10,6 +10,12 @@ from __future__ import annotations
 import pandas as pd
 
 IDENTITY = ["batch", "arm", "run", "trial_id", "turn", "cycle"]
+# Where a response sits among its trial's transcript files (docs/method.md#transcripts).
+FILES = [
+    "file_cycle",  # the response's cycle within its own transcript file (``cycle`` counts across the trial)
+    "file_role",  # main, subagent or compaction: whose context window the file's responses fill
+    "sidechain",  # the response belongs to a subagent or a compaction request, not the main conversation
+]
 PROVENANCE = ["backend", "model", "source_format", "source_path", "source_line"]
 TOKENS = [
     "input_tokens",
@@ -21,7 +27,7 @@ TOKENS = [
     "reasoning_tokens",
     "total_tokens",
 ]
-REQUEST_COLUMNS = [*IDENTITY, *PROVENANCE, *TOKENS, "tool_calls", "usage_known", "started_at", "wall_s"]
+REQUEST_COLUMNS = [*IDENTITY, *FILES, *PROVENANCE, *TOKENS, "tool_calls", "usage_known", "started_at", "wall_s"]
 
 REQUEST_DTYPES: dict[str, str] = {
     "batch": "string",
@@ -30,6 +36,9 @@ REQUEST_DTYPES: dict[str, str] = {
     "trial_id": "string",
     "turn": "Int64",
     "cycle": "Int64",
+    "file_cycle": "Int64",
+    "file_role": "string",
+    "sidechain": "boolean",
     "backend": "string",
     "model": "string",
     "source_format": "string",
@@ -67,6 +76,7 @@ def frame(rows: list[dict], columns: list[str], dtypes: dict[str, str]) -> pd.Da
 def requests_frame(rows: list[dict]) -> pd.DataFrame:
     """Canonical request rows; derived columns are filled where the parts are known."""
     df = frame(rows, REQUEST_COLUMNS, REQUEST_DTYPES)
+    df["file_cycle"] = df["file_cycle"].fillna(df["cycle"])  # one file read alone: its cycles are the file's
     df["uncached_input_tokens"] = df["uncached_input_tokens"].fillna(df["input_tokens"] - df["cache_read_tokens"])
     df["total_tokens"] = df["total_tokens"].fillna(df["input_tokens"] + df["output_tokens"])
     return df

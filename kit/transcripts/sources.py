@@ -1,0 +1,216 @@
+"""Which files of a kit trial or batch folder are read, which only cross-check, and how a trial is numbered.
+
+A trial folder (``raw/<trial_id>/`` with ``meta.json``) holds the same responses several times: the
+backend's own transcripts, the embedded provider's log of the trial (``provider_log.jsonl``), the SDK
+agents' records, ``codex exec --json`` stdout beside Codex rollouts; a batch folder adds the batch-wide
+request log (``raw/_provider/requests.jsonl``). Reading them all would count every response two or three
+times, so one rule, here, picks the primary source of each trial for the parse stage (``kit.parse``)
+and for ``python -m kit parse`` alike: every file in the format the backend lists first in
+``meta.json``; the rest are cross-checks (docs/method.md#sources).
+
+A trial with fresh sessions, subagents or compactions has several primary files, each numbering its
+responses from 0. ``number`` orders them by start time and numbers ``cycle`` across the trial (the
+canonical row's contract, docs/tables.md), keeping the per-file count as ``file_cycle`` and the file's
+role (``main``, ``subagent``, ``compaction``) as ``file_role`` (docs/method.md#transcripts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from kit.transcripts._base import Issues, as_dict, json_lines
+from kit.transcripts._detect import detect
+
+META = "meta.json"
+PROVIDER_LOG = "provider_log.jsonl"
+BATCH_LOG = Path("raw") / "_provider" / "requests.jsonl"
+ROLES = ("main", "subagent", "compaction")
+CHECKED = ["input_tokens", "cache_read_tokens", "output_tokens"]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial folder's sources: ``primary`` is read, ``log`` and ``others`` describe the same responses."""
+
+    folder: Path
+    meta: dict
+    primary: list[Path]
+    log: Path | None
+    others: list[Path]
+
+    @property
+    def ident(self) -> dict:
+        """The identity columns meta.json gives every row of the trial."""
+        return {k: self.meta.get(k) for k in ("batch", "arm", "run", "trial_id")}
+
+
+def is_trial(folder: Path) -> bool:
+    return (folder / META).is_file()
+
+
+def trial(folder: Path) -> Trial:
+    """The sources of a trial folder: the primary transcripts (every file in the format the backend lists
+    first), the provider log, and the other listed files.
+
+    A backend lists its transcripts best first (Codex rollouts before ``codex exec --json`` stdout,
+    Claude session files before stream-json); a trial with fresh sessions has one such file per session.
+    Without a transcript of its own, the provider log is the primary source.
+    """
+    meta = orjson.loads((folder / META).read_bytes())
+    names = [n for n in meta.get("transcripts", []) if (folder / n).is_file()]
+    log = folder / PROVIDER_LOG if PROVIDER_LOG in names else None
+    listed = [folder / n for n in names if n != PROVIDER_LOG]
+    if not listed:
+        return Trial(folder, meta, [log] if log else [], log, [])
+    best = detect(listed[0])
+    primary = [p for p in listed if detect(p) == best]
+    return Trial(folder, meta, primary, log, [p for p in listed if p not in primary])
+
+
+def trial_folders(path: Path) -> list[Path] | None:
+    """The trial folders ``path`` stands for (a trial, a batch or its ``raw/``), in name order; None when
+    ``path`` is no kit folder (a folder of transcripts is then read file by file)."""
+    if is_trial(path):
+        return [path]
+    raw = path / "raw" if (path / "raw").is_dir() else path
+    found = sorted(p for p in raw.iterdir() if p.is_dir() and is_trial(p))
+    return found or None
+
+
+def batch_log(path: Path) -> Path | None:
+    """The batch-wide request log of a batch folder (or its ``raw/``), if it has one."""
+    for candidate in (path / BATCH_LOG, path / BATCH_LOG.relative_to("raw")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def file_role(path: Path, fmt: str) -> str:
+    """``main``, ``subagent`` or ``compaction``: whose window a transcript file's responses fill.
+
+    Claude Code writes subagents to ``subagents/agent-*.jsonl`` and compaction requests to
+    ``agent-acompact-*``; a Codex rollout says so in its ``session_meta`` (``source.subagent``:
+    ``compact``, ``review``, a ``thread_spawn``; or ``thread_source: subagent``). A fork of the main
+    thread (``forked_from_id``) continues the main conversation.
+    """
+    if fmt in ("claude_session", "claude_stream"):
+        if path.name.startswith("agent-acompact"):
+            return "compaction"
+        return "subagent" if path.name.startswith("agent-") or path.parent.name == "subagents" else "main"
+    if fmt != "codex_rollout":
+        return "main"
+    for _, line in json_lines(path, Issues()):  # problems are the reader's to report
+        payload = as_dict(line.get("payload"))
+        if line.get("type") != "session_meta":
+            break
+        subagent = as_dict(payload.get("source")).get("subagent")
+        if subagent == "compact":
+            return "compaction"
+        return "subagent" if subagent is not None or payload.get("thread_source") == "subagent" else "main"
+    return "main"
+
+
+@dataclass(frozen=True)
+class Numbering:
+    """Where each file's responses sit in the trial: its first trial cycle and its kept per-file cycles."""
+
+    offsets: dict[str, int]
+    kept: dict[str, np.ndarray]
+
+    def cycle(self, source_path: str, file_cycle: int | None) -> int | None:
+        """The trial cycle of the first response of ``source_path`` at or after ``file_cycle`` (an event's
+        or tool result's "next request"); past the file's last response, one past it."""
+        if file_cycle is None or pd.isna(file_cycle) or source_path not in self.offsets:
+            return None
+        return self.offsets[source_path] + int(np.searchsorted(self.kept[source_path], file_cycle, side="left"))
+
+
+def number(rows: pd.DataFrame, role: Callable[[Path, str], str] = file_role) -> tuple[pd.DataFrame, Numbering]:
+    """One trial's rows with ``cycle`` and ``turn`` counted across its files, ``file_cycle``, ``file_role``
+    and ``sidechain``; rows in file start order, then file order.
+
+    A file starts at its first response's ``started_at`` (files without one keep their given order,
+    after the timed ones). A main file's turns follow the previous main file's; subagent and compaction
+    responses are no user's turn (NA). ``sidechain`` is set for those files' responses and for the
+    responses a reader lists in ``attrs["sidechain_ids"]`` (subagent lines inside a Claude session).
+    """
+    attrs = rows.attrs
+    paths = list(dict.fromkeys(rows["source_path"]))
+    started = pd.to_datetime(rows["started_at"], utc=True, errors="coerce", format="ISO8601")
+    first = started.groupby(rows["source_path"], sort=False).min()
+    order = sorted(paths, key=lambda p: (pd.isna(first[p]), 0 if pd.isna(first[p]) else first[p].value))
+    sidechain_ids = {(s["source_path"], s["cycle"]) for s in attrs.get("sidechain_ids", [])}
+    parts, offsets, kept = [], {}, {}
+    cycle, turn = 0, 0
+    for path in order:
+        part = rows[rows["source_path"] == path].sort_values("cycle", kind="stable")
+        kind = role(Path(path), str(part["source_format"].iloc[0]))
+        own = part["cycle"]  # NA where rows are turns, not responses (codex exec --json): positions then
+        offsets[path] = cycle
+        kept[path] = np.arange(len(part)) if own.isna().any() else own.to_numpy(dtype=np.int64)
+        trial_turn = part["turn"] + turn if kind == "main" else pd.Series(pd.NA, index=part.index, dtype="Int64")
+        marked = np.array([(path, c) in sidechain_ids for c in own], dtype=bool)
+        parts.append(
+            part.assign(
+                file_cycle=own,
+                cycle=pd.Series(range(cycle, cycle + len(part)), index=part.index, dtype="Int64").where(own.notna()),
+                turn=trial_turn,
+                file_role=kind,
+                sidechain=marked | (kind != "main"),
+            )
+        )
+        cycle += len(part)
+        if kind == "main" and trial_turn.notna().any():
+            turn = int(trial_turn.max())
+    out = pd.concat(parts) if parts else rows.assign(file_cycle=rows["cycle"], file_role="main", sidechain=False)
+    out.attrs = attrs
+    return out.reset_index(drop=True), Numbering(offsets, kept)
+
+
+def crosscheck(primary: pd.DataFrame, logged: pd.DataFrame, log: Path) -> list[dict]:
+    """Client-side and server-side usage must agree request by request; the places where they do not."""
+    if len(primary) != len(logged):
+        reason = f"cross-check: {len(primary)} responses in the transcript, {len(logged)} in the provider log"
+        return [{"source_path": str(log), "source_line": 0, "reason": reason}]
+    lines = logged["source_line"] if "source_line" in logged else pd.Series(range(1, len(logged) + 1))
+    pairs = zip(primary[CHECKED].to_dict("records"), logged[CHECKED].to_dict("records"), lines, strict=True)
+    return [
+        {"source_path": str(log), "source_line": int(line), "reason": f"cross-check: transcript {a} != log {b}"}
+        for a, b, line in pairs
+        if a != b
+    ]
+
+
+def totals_check(primary: pd.DataFrame, other: pd.DataFrame, path: Path) -> list[dict]:
+    """Another file of the same responses (``codex exec --json`` turns, stream-json, SDK records) must give
+    the same token sums; the fields where it does not. Its rows may be turns, so only sums compare."""
+    out = []
+    for column in CHECKED:
+        mine, theirs = primary[column].sum(min_count=1), other[column].sum(min_count=1)
+        if pd.isna(mine) and pd.isna(theirs):
+            continue
+        if pd.isna(mine) or pd.isna(theirs) or mine != theirs:
+            reason = f"cross-check {column}: the primary transcripts give {mine}, this file {theirs}"
+            out.append({"source_path": str(path), "source_line": 0, "reason": reason})
+    return out
+
+
+def disagreements(rows: pd.DataFrame) -> list[dict]:
+    """A transcript's own totals that its rows do not reproduce, and the adjustments made to match them
+    (``attrs["crosscheck"]``: a stream-json turn's output raised to its ``result`` line's), as issues."""
+    return [
+        {
+            "source_path": c["source_path"],
+            "source_line": c["source_line"],
+            "reason": f"cross-check {c['field']}: rows give {c['rows_sum']}, the transcript says {c['reported']}"
+            + (f"; {c['note']}" if c["note"] else ""),
+        }
+        for c in rows.attrs.get("crosscheck", [])
+        if not c["agree"]
+    ]
