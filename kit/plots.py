@@ -1,10 +1,10 @@
-"""Figures of a batch, drawn from the analysis tables (tables_spec.md) and nothing else.
+"""Figures of a batch, drawn from the analysis tables (docs/tables.md) and nothing else.
 
 Why this shape: every figure has to carry its own context, because figures travel alone (pasted into
 an issue, a slide, a PR). So each one states the batch id(s), the schedule, the isolation and n per
 arm, carries its uncertainty, and says "SIMULATION" when the embedded provider produced the numbers.
 Total tokens and uncached tokens are never blended: uncached appears only with its observed hit rates
-or on the warmth curve that shows why one uncached ratio is just one point (seed 000 §1.3).
+or on the warmth curve that shows why one uncached ratio is just one point (docs/method.md#warmth).
 
 Figures are built on ``matplotlib.figure.Figure`` directly, not pyplot: no global state, no backend
 choice, nothing to close, and Jupyter's inline formatter still renders a returned Figure.
@@ -25,9 +25,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, PercentFormatter
-from scipy import stats
 
 from kit.layout import atomic_write
+from kit.metrics import arm_summary
 
 SIMULATION_CAPTION = "SIMULATION (embedded provider) — not a real model's cost"
 # Colour-blind-safe qualitative palette without its grey, which is kept for reference lines.
@@ -45,6 +45,10 @@ METRIC_LABELS = {
     "grade": "grade",
 }
 _BATCH_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
+# The sweep's total_ratio is mean input tokens a / b: what the uncached ratio equals with no cache read.
+INPUT_LABEL = "input-token ratio = the cold end"
+TOTAL_LABEL = "total-token ratio, observed"
+FOREST_SPREAD = 4.0  # a ratio forest spans its estimates ×/÷ this (bounds beyond it become arrows)
 
 
 # ---------------------------------------------------------------- colours and captions
@@ -160,7 +164,7 @@ def _thousands(ax: Axes, axis: str = "y") -> None:
 def _require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ValueError(f"{what}: missing columns {missing} (tables_spec.md); got {list(df.columns)}")
+        raise ValueError(f"{what}: missing columns {missing} (docs/tables.md); got {list(df.columns)}")
 
 
 def _ok_trials(trials: pd.DataFrame) -> pd.DataFrame:
@@ -190,12 +194,20 @@ def save(fig: Figure, folder: str | Path, name: str) -> tuple[Path, Path]:
 # ---------------------------------------------------------------- warmth
 
 
+def _pair_text(pairs: list[tuple[str, str]]) -> str:
+    """'batching / placebo' for one replayed pair; several pairs are named in the legend instead."""
+    return f"{pairs[0][0]} / {pairs[0][1]}" if len(pairs) == 1 else "arm / baseline (legend)"
+
+
 def warmth_vs_ratio(warmth: pd.DataFrame, observed: pd.DataFrame, design: dict) -> Figure:
     """The uncached ratio as a function of cache warmth, with each observed batch as one point on it.
 
-    Why: the same code gives different uncached ratios at different warmth (seed 000 §1.3). The replayed
-    curve shows the whole line, the cold end equals the total-token ratio, and the observed batches show
-    where on the line this experiment happened to sample.
+    Why: the same code gives different uncached ratios at different warmth (docs/method.md#warmth). The
+    replayed curve shows the whole line and the observed batches show where on it this experiment sampled.
+    Two references are drawn apart because they differ: the sweep's cold end is the *input*-token ratio
+    (no cache read, so uncached = input), while the headline's total-token ratio also counts output.
+    The x axis spans the hit rates actually replayed: the sweep's levels are cache *survival* 0–100 %,
+    and full survival reaches only the hit rate the batch's prompts allow (often far below 100 %).
     """
     fig = Figure(figsize=(8, 5.4))
     ax = fig.add_subplot()
@@ -205,47 +217,61 @@ def warmth_vs_ratio(warmth: pd.DataFrame, observed: pd.DataFrame, design: dict) 
     )
     colors = arm_colors(arms)
     notes = ["x = mean of the two arms' cache hit rates; band = bootstrap CI of the replayed ratio"]
+    xs: list[float] = []
+    pairs: list[tuple[str, str]] = []
     if warmth.empty:
         notes.append("no warmth sweep in this analysis")
     else:
-        # tables_spec names the band lower/upper; kit.cachemodel.warmth_sweep writes ratio_lower/ratio_upper.
+        # docs/tables.md names the band lower/upper; kit.cachemodel.warmth_sweep writes ratio_lower/ratio_upper.
         warmth = warmth.rename(columns={"ratio_lower": "lower", "ratio_upper": "upper"})
         _require(warmth, ["hit_rate_a", "hit_rate_b", "ratio", "lower", "upper", "total_ratio"], "warmth")
-        pairs = warmth.groupby(["arm_a", "arm_b"], sort=True) if "arm_a" in warmth.columns else [(("a", "b"), warmth)]
-        for (arm_a, arm_b), curve in pairs:
+        groups = warmth.groupby(["arm_a", "arm_b"], sort=True) if "arm_a" in warmth.columns else [(("a", "b"), warmth)]
+        for (arm_a, arm_b), curve in groups:
+            pairs.append((str(arm_a), str(arm_b)))
             curve = curve.assign(x=(curve["hit_rate_a"] + curve["hit_rate_b"]) / 2).sort_values("x")
             color = colors.get(str(arm_a), ARM_PALETTE[0])
             x = curve["x"].to_numpy(float)
+            xs += list(x)
             ax.fill_between(
                 x, curve["lower"].to_numpy(float), curve["upper"].to_numpy(float), color=color, alpha=0.25, lw=0
             )
             ax.plot(x, curve["ratio"].to_numpy(float), color=color, lw=2, label=f"replayed {arm_a} / {arm_b}")
-            total = float(np.nanmedian(curve["total_ratio"].to_numpy(float)))
-            ax.axhline(total, color=REFERENCE_COLOR, ls="--", lw=1.2, label="total-token ratio (cold end)")
-            ax.annotate(
-                f"total-token ratio (cold end) {total:.2f}",
-                (0.01, total),
-                xycoords=("axes fraction", "data"),
-                xytext=(0, 4),
-                textcoords="offset points",
-                fontsize=8,
-                color=REFERENCE_COLOR,
-            )
+            cold = float(np.nanmedian(curve["total_ratio"].to_numpy(float)))
+            ax.axhline(cold, color=REFERENCE_COLOR, ls="--", lw=1.2, label=f"{INPUT_LABEL} ({cold:.2f})")
+            if len(x) and 0 < np.nanmax(x) < 0.995:
+                notes.append(
+                    f"full cache survival ({arm_a} / {arm_b}) reaches a {np.nanmax(x):.0%} mean hit rate: "
+                    "the tokens each request appends are never a cache hit"
+                )
     if not observed.empty:
         _require(observed, ["batch", "hit_rate_a", "hit_rate_b", "uncached_ratio"], "observed")
         x = ((observed["hit_rate_a"] + observed["hit_rate_b"]) / 2).to_numpy(float)
+        xs += list(x)
         y = observed["uncached_ratio"].to_numpy(float)
+        if "total_ratio" in observed.columns and observed["total_ratio"].notna().any():
+            total = float(np.nanmedian(observed["total_ratio"].to_numpy(float)))
+            several = f", median of {observed['total_ratio'].notna().sum()} batches" if len(observed) > 1 else ""
+            ax.axhline(total, color=REFERENCE_COLOR, ls=":", lw=1.6, label=f"{TOTAL_LABEL}{several} ({total:.2f})")
         ax.scatter(x, y, marker="D", s=46, color="black", zorder=4, label="observed batches")
         for xi, yi, batch in zip(x, y, observed["batch"].astype(str), strict=True):
             ax.annotate(batch, (xi, yi), xytext=(5, 5), textcoords="offset points", fontsize=8)
-    ax.set_xlim(0, 1)
+        if not pairs and {"arm_a", "arm_b"} <= set(observed.columns):
+            pairs = [
+                (str(a), str(b)) for a, b in observed[["arm_a", "arm_b"]].drop_duplicates().itertuples(index=False)
+            ]
+    finite = [v for v in xs if np.isfinite(v)]
+    reach = max(finite, default=1.0)
+    if finite and reach == 0:
+        notes.append("no cache hit at any replayed warmth: the curve is one point")
+    ax.set_xlim(0, max(reach * 1.08, 0.05))
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_xlabel("cache hit rate (warmth)")
-    ax.set_ylabel("uncached-token ratio (a / b)")
+    pair = _pair_text(pairs) if pairs else "a / b"
+    ax.set_ylabel(f"uncached-token ratio {pair}")
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
-    return _finish(fig, "Uncached-token ratio vs cache warmth", design, notes=notes)
+    return _finish(fig, f"Uncached-token ratio {pair} vs cache warmth", design, notes=notes)
 
 
 # ---------------------------------------------------------------- ratios
@@ -282,40 +308,98 @@ def _row_label(row: pd.Series, with_metric: bool = True) -> tuple[str, bool]:
 
 
 def _forest_axis(
-    ax: Axes, rows: pd.DataFrame, colors: dict[str, str], reference: float, with_metric: bool = True
+    ax: Axes,
+    rows: pd.DataFrame,
+    colors: dict[str, str],
+    reference: float,
+    with_metric: bool = True,
+    limits: tuple[float, float] | None = None,
 ) -> None:
+    """One row per estimate: point, CI line and end ticks; a bound beyond ``limits`` ends in an arrow
+    at the axis edge labelled with its value ("→ 76.6"), so one absurd bound cannot squash the rest."""
     labels = []
     for i, (_, row) in enumerate(rows.iterrows()):
         label, hollow = _row_label(row, with_metric)
         labels.append(label)
         color = colors.get(str(row.get("arm")), ARM_PALETTE[0])
         est, lo, hi = (float(row[c]) if pd.notna(row[c]) else np.nan for c in ("estimate", "lower", "upper"))
-        xerr = None
-        if np.isfinite(lo) and np.isfinite(hi):
-            xerr = [[max(est - lo, 0.0)], [max(hi - est, 0.0)]]
-        ax.errorbar(
-            [est],
-            [i],
-            xerr=xerr,
-            fmt="o",
-            color=color,
-            ecolor=color,
-            capsize=3,
-            ms=7,
-            mfc="white" if hollow else color,
-            mec=color,
-            mew=1.6,
-        )
+        ax.plot([est], [i], "o", color=color, ms=7, mfc="white" if hollow else color, mec=color, mew=1.6, zorder=3)
+        if np.isnan(lo) or np.isnan(hi):
+            continue
+        ends = []
+        for bound, side in ((lo, 0), (hi, 1)):
+            edge = None if limits is None else limits[side]
+            beyond = edge is not None and (bound < edge if side == 0 else bound > edge)
+            ends.append((edge if beyond else bound, beyond, bound))
+        ax.plot([ends[0][0], ends[1][0]], [i, i], color=color, lw=1.5, zorder=2)
+        for side, (x, beyond, bound) in enumerate(ends):
+            if not beyond:
+                ax.plot([x], [i], "|", color=color, ms=8, mew=1.5)
+                continue
+            ax.plot([x], [i], ">" if side else "<", color=color, ms=7, clip_on=False)
+            ax.annotate(
+                f"→ {bound:.3g}" if side else f"{bound:.3g} ←",
+                (x, i),
+                xytext=(-5 if side else 5, 6),
+                textcoords="offset points",
+                ha="right" if side else "left",
+                fontsize=7.5,
+                color=color,
+            )
     ax.axvline(reference, color=REFERENCE_COLOR, lw=1, ls="--")
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylim(len(labels) - 0.5, -0.5)
     ax.grid(axis="x", alpha=0.3)
 
 
+def _reads_fewer(rows: pd.DataFrame) -> bool:
+    """Whether the headline reads "arm feeds N× fewer": its total-token ratio (else the median ratio) is < 1.
+
+    The report phrases a ratio below 1 as "N× fewer" with N = 1/ratio; figures follow the same direction.
+    """
+    totals = rows.loc[rows["metric"] == "total_tokens", "estimate"] if "metric" in rows.columns else rows["estimate"]
+    estimates = pd.to_numeric(totals if totals.notna().any() else rows["estimate"], errors="coerce")
+    return bool(estimates.median() < 1) if estimates.notna().any() else False
+
+
+def _oriented(rows: pd.DataFrame, fewer: bool) -> pd.DataFrame:
+    """Ratio rows as "times fewer" (baseline / arm: estimate and bounds inverted, bounds swapped) or as given."""
+    if not fewer:
+        return rows
+    with np.errstate(divide="ignore"):
+        inverse = {c: 1 / pd.to_numeric(rows[c], errors="coerce").astype(float) for c in ("estimate", "lower", "upper")}
+    return rows.assign(estimate=inverse["estimate"], lower=inverse["upper"], upper=inverse["lower"])
+
+
+def _ratio_axis_label(fewer: bool) -> str:
+    if fewer:
+        return "times fewer = mean(baseline) / mean(arm), 95% CI\nright of 1: the arm uses less"
+    return "times more = mean(arm) / mean(baseline), 95% CI\nright of 1: the arm uses more"
+
+
+def forest_limits(rows: pd.DataFrame, spread: float = FOREST_SPREAD) -> tuple[float, float]:
+    """Log-axis range of a ratio forest: every bound and 1, but no further than ``spread`` ×/÷ the estimates.
+
+    Why: a bootstrap bound of a five-run arm can sit 50× away from its estimate; drawn to scale it leaves
+    the estimates in a corner of the axis. Bounds beyond the range are drawn as labelled arrows instead.
+    """
+    estimates = pd.to_numeric(rows["estimate"], errors="coerce").astype(float).to_numpy()
+    estimates = np.append(estimates[np.isfinite(estimates) & (estimates > 0)], 1.0)
+    bounds = rows[["lower", "upper"]].apply(pd.to_numeric, errors="coerce").astype(float).to_numpy().ravel()
+    everything = np.append(estimates, bounds[np.isfinite(bounds) & (bounds > 0)])
+    pad = 1.12
+    low = max(everything.min() / pad, estimates.min() / spread)
+    high = min(everything.max() * pad, estimates.max() * spread)
+    return float(low), float(high)
+
+
 def ratio_forest(ratios: pd.DataFrame, design: dict) -> Figure:
     """Every (comparison, metric) ratio with its CI; grades (differences) on their own axis.
 
-    Hollow markers flag what a reader must discount: cross-run stitches and n < 5.
+    The ratio axis runs the way the headline reads: when the headline says "arm feeds N× fewer total
+    tokens", every ratio is drawn as N = mean(baseline) / mean(arm), right of 1 meaning the arm uses less.
+    The log axis spans the estimates (see :func:`forest_limits`); a bound beyond it is an arrow with its
+    value. Hollow markers flag what a reader must discount: cross-run stitches and n < 5.
     """
     _require(ratios, ["metric", "estimate", "lower", "upper"], "ratios")
     usable = ratios[ratios["estimate"].notna()]
@@ -327,24 +411,32 @@ def ratio_forest(ratios: pd.DataFrame, design: dict) -> Figure:
     fig = Figure(figsize=(9, 1.6 + 0.42 * sum(heights) + 0.6 * n_axes))
     axes = fig.subplots(n_axes, 1, gridspec_kw={"height_ratios": heights}, squeeze=False)[:, 0]
     colors = arm_colors(_figure_arms(design, *(ratios[c] for c in ("arm", "baseline") if c in ratios.columns)))
+    fewer = _reads_fewer(ratio_rows) if not ratio_rows.empty else False
     if ratio_rows.empty:
         _empty(axes[0], "no ratio estimates")
     else:
-        _forest_axis(axes[0], ratio_rows, colors, 1.0)
-        values = ratio_rows[["estimate", "lower", "upper"]].to_numpy(float)
-        if np.nanmin(values) > 0:
+        shown = _oriented(ratio_rows, fewer)
+        values = shown[["estimate", "lower", "upper"]].to_numpy(float)
+        log = bool(np.nanmin(values) > 0)
+        limits = forest_limits(shown) if log else None
+        _forest_axis(axes[0], shown, colors, 1.0, limits=limits)
+        if log:
             axes[0].set_xscale("log")
-            axes[0].xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            axes[0].set_xlim(*limits)
+            # Within a decade, 1-2-5 ticks leave one or two labels: use a finer set there.
+            subs = (1.0, 2.0, 5.0) if limits[1] / limits[0] > 10 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+            axes[0].xaxis.set_major_locator(LogLocator(subs=subs))
             axes[0].xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}×"))
             axes[0].xaxis.set_minor_formatter(NullFormatter())
-        axes[0].set_xlabel("ratio mean(arm) / mean(baseline), 95% CI — left of 1: arm uses less")
+        axes[0].set_xlabel(_ratio_axis_label(fewer))
     if n_axes == 2:
         _forest_axis(axes[1], grade_rows, colors, 0.0)
         axes[1].set_xlabel("grade difference mean(arm) − mean(baseline), 95% CI")
     notes = ["hollow marker: cross-run stitch (not one interleaved batch) or n < 5 in an arm"]
     if skipped:
         notes.append(f"no estimate (not drawn): {', '.join(skipped)}")
-    return _finish(fig, "Arm vs baseline: ratios with 95% CIs", design, n=_ratios_n(ratios), notes=notes)
+    title = f"Arm vs baseline: times {'fewer' if fewer else 'more'}, with 95% CIs"
+    return _finish(fig, title, design, n=_ratios_n(ratios), notes=notes)
 
 
 # ---------------------------------------------------------------- per-trial distributions
@@ -408,6 +500,7 @@ def arm_distributions(trials: pd.DataFrame, design: dict) -> Figure:
         ax.set_title(f"{title} per trial", fontsize=10)
         ax.set_xlabel("arm")
         ax.set_ylabel(f"{title} per trial")
+        ax.set_ylim(bottom=0)  # token counts from zero: a truncated axis turns 1.08× into "several-fold"
         _thousands(ax)
         ax.grid(axis="y", alpha=0.3)
     if len(batches) > 1:
@@ -423,55 +516,63 @@ def arm_distributions(trials: pd.DataFrame, design: dict) -> Figure:
 
 
 def cycle_growth(requests: pd.DataFrame, design: dict) -> Figure:
-    """Cumulative prompt (input) tokens over the cycles of each trial, one line per trial.
+    """Cumulative prompt (input) tokens over the cycles of each trial: thin lines per trial, bold mean per arm.
 
     Why: per-cycle prompts re-send the whole transcript, so the cumulative curve's steepness is where
-    an arm's cost comes from; more cycles and fatter tool results both show here. A line stops at the
-    first response with unknown usage rather than treating it as zero.
+    an arm's cost comes from; more cycles and fatter tool results both show here. Trial lines are thin
+    and translucent so that overlapping trials stay visible; the arm's mean line is what to compare.
+    A trial line stops at the first response with unknown usage rather than treating it as zero. The
+    mean at a cycle counts a trial that already finished at its final total (it spent that much) and
+    leaves out a trial whose usage is unknown from that cycle on.
     """
     _require(requests, ["arm", "trial_id", "cycle", "input_tokens"], "requests")
     colors = arm_colors(_figure_arms(design, requests["arm"]))
     fig = Figure(figsize=(8.5, 5.2))
     ax = fig.add_subplot()
     stopped = 0
-    n: dict[str, int] = {}
-    for _trial_id, rows in requests.sort_values(["trial_id", "cycle"]).groupby("trial_id", sort=True):
+    curves: dict[str, list[tuple[pd.Series, bool]]] = {}
+    for trial_id, rows in requests.sort_values(["trial_id", "cycle"]).groupby("trial_id", sort=True):
         arm = str(rows["arm"].iloc[0])
-        n[arm] = n.get(arm, 0) + 1
         values = pd.to_numeric(rows["input_tokens"], errors="coerce").astype(float).to_numpy()
         known = np.cumprod(~np.isnan(values)).astype(bool)
         stopped += int(not known.all())
         cumulative = np.where(known, np.cumsum(np.nan_to_num(values)), np.nan)
-        ax.plot(rows["cycle"].to_numpy(float), cumulative, color=colors[arm], lw=1.3, alpha=0.85, marker=".", ms=4)
+        cycles = rows["cycle"].to_numpy(float)
+        ax.plot(cycles, cumulative, color=colors[arm], lw=0.8, alpha=0.35, label=f"_trial {trial_id}")
+        curves.setdefault(arm, []).append((pd.Series(cumulative, index=cycles), bool(known.all())))
+    for arm, trials in sorted(curves.items()):
+        table = pd.concat([line for line, _ in trials], axis=1).sort_index()
+        complete = [i for i, (_, whole) in enumerate(trials) if whole]
+        table.iloc[:, complete] = table.iloc[:, complete].ffill()
+        mean = table.mean(axis=1)
+        ax.plot(mean.index, mean.to_numpy(float), color=colors[arm], lw=2.6, label=f"{arm} mean ({len(trials)} trials)")
     if requests.empty:
         _empty(ax, "no requests")
     else:
-        handles = [Line2D([], [], color=colors[a], lw=2, label=f"{a} ({n[a]} trials)") for a in sorted(n)]
-        ax.legend(handles=handles, fontsize=8, loc="upper left")
+        ax.legend(fontsize=8, loc="upper left")
+        ax.set_ylim(bottom=0)
         _thousands(ax)
     ax.set_xlabel("cycle (model response within the trial)")
     ax.set_ylabel("cumulative prompt (input) tokens")
     ax.grid(alpha=0.3)
-    notes = [f"{stopped} trial line(s) stop at the first response with unknown usage"] if stopped else []
+    notes = ["thin lines: one trial each; bold: the arm's mean (a finished trial counts at its final total)"]
+    if stopped:
+        notes.append(f"{stopped} trial line(s) stop at the first response with unknown usage")
     batches = requests["batch"] if "batch" in requests.columns else None
-    return _finish(
-        fig,
-        "Cumulative prompt tokens over cycles",
-        design,
-        n=dict(sorted(n.items())),
-        data_batches=batches,
-        notes=notes,
-    )
+    n = {arm: len(trials) for arm, trials in sorted(curves.items())}
+    return _finish(fig, "Cumulative prompt tokens over cycles", design, n=n, data_batches=batches, notes=notes)
 
 
 # ---------------------------------------------------------------- occupancy
 
 
 def occupancy_bars(occupancy: pd.DataFrame, design: dict) -> Figure:
-    """Residual context occupancy per arm, stacked by tool category, with each part's error bar (seed 004).
+    """Residual context occupancy per arm, stacked by tool category, with each part's error bar.
 
-    Why: occupancy is a stock that the following turns pay for; a cheaper single answer can leave a
-    fuller window. An empty frame means the batch had no multi-turn sessions, and the figure says so.
+    Why (docs/method.md#occupancy): occupancy is a stock that the following turns pay for; a cheaper
+    single answer can leave a fuller window. An empty frame means the batch had no multi-turn sessions,
+    and the figure says so. Categories with no resident tokens in any arm are left out, bars and legend
+    alike. Whether a batch gets this figure at all is :func:`kit.publish.occupancy_is_the_question`'s call.
     """
     fig = Figure(figsize=(8, 5.2))
     ax = fig.add_subplot()
@@ -480,9 +581,10 @@ def occupancy_bars(occupancy: pd.DataFrame, design: dict) -> Figure:
         return _finish(fig, "Residual context occupancy by tool category", design)
     _require(occupancy, ["arm", "category", "tokens", "share_of_window", "err"], "occupancy")
     arms = sorted(occupancy["arm"].astype(str).unique())
-    categories = sorted(occupancy["category"].astype(str).unique())
-    cat_colors = _hash_colors(categories, CATEGORY_PALETTE)
     frame = occupancy.assign(arm=occupancy["arm"].astype(str), category=occupancy["category"].astype(str))
+    resident = pd.to_numeric(frame["tokens"], errors="coerce").fillna(0).groupby(frame["category"]).sum()
+    categories = sorted(resident.index[resident > 0])  # the legend names only what this batch left resident
+    cat_colors = _hash_colors(categories, CATEGORY_PALETTE)
     tokens = frame.pivot_table(index="arm", columns="category", values="tokens", aggfunc="sum").reindex(arms)
     errs = frame.pivot_table(index="arm", columns="category", values="err", aggfunc="sum").reindex(arms)
     shares = frame.groupby("arm")["share_of_window"].sum().reindex(arms)
@@ -515,38 +617,34 @@ def occupancy_bars(occupancy: pd.DataFrame, design: dict) -> Figure:
 # ---------------------------------------------------------------- quality parity
 
 
-def _mean_ci(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:
-    """Mean and a seeded percentile-bootstrap CI; NaN bounds when there is nothing to resample."""
-    values = values[~np.isnan(values)]
-    if len(values) == 0:
-        return np.nan, np.nan, np.nan
-    mean = float(values.mean())
-    if len(values) < 2 or np.ptp(values) == 0:
-        return mean, (mean if len(values) >= 2 else np.nan), (mean if len(values) >= 2 else np.nan)
-    res = stats.bootstrap(
-        (values,), np.mean, confidence_level=confidence, method="percentile", n_resamples=2000, random_state=0
-    )
-    return mean, float(res.confidence_interval.low), float(res.confidence_interval.high)
+def arm_intervals(trials: pd.DataFrame, metrics: Iterable[str], arms: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per arm and metric: mean and 95% interval as ``analysis/arms.csv`` holds them.
+
+    Why one source: the figure, the report and arms.csv must quote the same interval. Given the analysis'
+    ``arms`` table its rows are used; otherwise they are computed by :func:`kit.metrics.arm_summary`, the
+    function that writes arms.csv (with its defaults, which are the analyze stage's).
+    """
+    wanted = [m for m in metrics if m in trials.columns]
+    if arms is None or arms.empty:
+        if trials.empty or not wanted:
+            return pd.DataFrame(columns=["arm", "metric", "n", "mean", "lower", "upper"])
+        arms = arm_summary(trials.assign(**{m: pd.to_numeric(trials[m], errors="coerce") for m in wanted}), wanted)
+    arms = arms.assign(arm=arms["arm"].astype(str))
+    return arms[arms["metric"].isin(wanted)].reset_index(drop=True)
 
 
-def grade_summary(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per-arm grade: graded n, ungraded n, mean and a 95% bootstrap CI (ok trials only)."""
+def grade_summary(trials: pd.DataFrame, arms: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per-arm grade: graded n, ungraded n, mean and its 95% interval from arms.csv (ok trials only)."""
     ok = _ok_trials(trials)
+    intervals = arm_intervals(trials, ["grade"], arms).set_index("arm")
     rows = []
     for arm, group in ok.groupby(ok["arm"].astype(str), sort=True):
-        grades = pd.to_numeric(group.get("grade", pd.Series(dtype=float)), errors="coerce").astype(float).to_numpy()
-        mean, lower, upper = _mean_ci(grades)
-        graded = int((~np.isnan(grades)).sum())
-        rows.append(
-            {
-                "arm": arm,
-                "graded": graded,
-                "ungraded": len(group) - graded,
-                "mean": mean,
-                "lower": lower,
-                "upper": upper,
-            }
-        )
+        grades = pd.to_numeric(group.get("grade", pd.Series(dtype=float)), errors="coerce")
+        graded = int(grades.notna().sum())
+        found = intervals.loc[arm] if arm in intervals.index and graded else None
+        mean, lower, upper = (np.nan,) * 3 if found is None else (found["mean"], found["lower"], found["upper"])
+        rows.append({"arm": arm, "graded": graded, "ungraded": len(group) - graded, "mean": mean, "lower": lower,
+                     "upper": upper})  # fmt: skip
     return pd.DataFrame(rows, columns=["arm", "graded", "ungraded", "mean", "lower", "upper"])
 
 
@@ -555,11 +653,13 @@ def _interval(ax: Axes, y: int, est: float, lo: float, hi: float, color: str) ->
     ax.errorbar([est], [y], xerr=xerr, fmt="o", color=color, capsize=3, ms=7)
 
 
-def quality_parity(ratios_or_trials: pd.DataFrame, design: dict) -> Figure:
+def quality_parity(ratios_or_trials: pd.DataFrame, design: dict, arms: pd.DataFrame | None = None) -> Figure:
     """Grade beside total tokens, so a cheaper but worse arm cannot hide.
 
     Given trials: grade per arm (points + mean with 95% CI) next to mean total tokens per arm with the
-    ratio vs ``design["baseline"]`` when named. Given ratios: the grade difference vs the total ratio.
+    ratio vs ``design["baseline"]`` when named; the intervals are arms.csv's (``arms``, else computed the
+    same way: :func:`arm_intervals`), so the figure quotes what the report quotes. Given ratios: the grade
+    difference next to the total-token ratio, the latter in the headline's direction (× fewer or × more).
     """
     data = ratios_or_trials
     fig = Figure(figsize=(10, 4.8))
@@ -568,9 +668,10 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict) -> Figure:
         colors = arm_colors(_figure_arms(design, *(data[c] for c in ("arm", "baseline") if c in data.columns)))
         grades = data[(data["metric"] == "grade") & data["estimate"].notna()]
         totals = data[(data["metric"] == "total_tokens") & data["estimate"].notna()]
+        fewer = _reads_fewer(totals) if not totals.empty else False
         for ax, rows, ref, xlabel in (
             (left, grades, 0.0, "grade difference (arm − baseline), 95% CI"),
-            (right, totals, 1.0, "total-token ratio (arm / baseline), 95% CI"),
+            (right, _oriented(totals, fewer), 1.0, f"total tokens, {_ratio_axis_label(fewer)}"),
         ):
             if rows.empty:
                 _empty(ax, "no estimate")
@@ -580,10 +681,11 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict) -> Figure:
         return _finish(fig, "Quality parity: grade next to total tokens", design, n=_ratios_n(data))
     _require(data, ["arm", "total_tokens"], "trials")
     ok = _ok_trials(data)
-    arms = sorted(ok["arm"].astype(str).unique())
+    names = sorted(ok["arm"].astype(str).unique())
     colors = arm_colors(_figure_arms(design, data["arm"]))
-    summary = grade_summary(data).set_index("arm")
-    for i, arm in enumerate(arms):
+    summary = grade_summary(data, arms).set_index("arm")
+    totals_ci = arm_intervals(data, ["total_tokens"], arms).set_index("arm")
+    for i, arm in enumerate(names):
         rows = ok[ok["arm"].astype(str) == arm]
         grades = pd.to_numeric(rows.get("grade", pd.Series(dtype=float)), errors="coerce").astype(float).dropna()
         left.scatter(grades, np.full(len(grades), i + 0.18), color=colors[arm], alpha=0.5, s=18)
@@ -591,18 +693,20 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict) -> Figure:
         if pd.notna(s["mean"]):
             _interval(left, i, s["mean"], s["lower"], s["upper"], colors[arm])
         totals = pd.to_numeric(rows["total_tokens"], errors="coerce").astype(float).to_numpy()
-        mean, lo, hi = _mean_ci(totals)
-        if np.isfinite(mean):
-            _interval(right, i, mean, lo, hi, colors[arm])
-            right.scatter(totals, np.full(len(totals), i + 0.18), color=colors[arm], alpha=0.5, s=18)
+        right.scatter(totals, np.full(len(totals), i + 0.18), color=colors[arm], alpha=0.5, s=18)
+        if arm in totals_ci.index and pd.notna(totals_ci.loc[arm, "mean"]):
+            t = totals_ci.loc[arm]
+            _interval(right, i, float(t["mean"]), float(t["lower"]), float(t["upper"]), colors[arm])
     baseline = design.get("baseline")
-    if baseline in arms:
+    if baseline in names:
         base_mean = pd.to_numeric(ok.loc[ok["arm"].astype(str) == baseline, "total_tokens"], errors="coerce").mean()
-        for i, arm in enumerate(arms):
+        for i, arm in enumerate(names):
             arm_mean = pd.to_numeric(ok.loc[ok["arm"].astype(str) == arm, "total_tokens"], errors="coerce").mean()
-            if arm != baseline and base_mean:
+            if arm != baseline and base_mean and arm_mean:
+                r = arm_mean / base_mean
+                factor = f"{1 / r:.2f}× fewer than" if r < 1 else f"{r:.2f}× more than"
                 right.annotate(
-                    f"ratio of means {arm_mean / base_mean:.2f}× {baseline}",
+                    f"mean {factor} {baseline}",
                     (arm_mean, i),
                     xytext=(0, 9),
                     textcoords="offset points",
@@ -610,12 +714,13 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict) -> Figure:
                     fontsize=8,
                 )
     for ax in (left, right):
-        ax.set_yticks(range(len(arms)), arms)
-        ax.set_ylim(len(arms) - 0.5, -0.5)
+        ax.set_yticks(range(len(names)), names)
+        ax.set_ylim(len(names) - 0.5, -0.5)
         ax.grid(axis="x", alpha=0.3)
     left.set_xlim(-0.05, 1.05)
     left.set_xlabel("grade per trial and mean (95% CI)")
     right.set_xlabel("total tokens per trial and mean (95% CI)")
+    right.set_xlim(left=0)  # token counts from zero, as in every figure
     _thousands(right, "x")
     notes = [f"ungraded trials: {int(summary['ungraded'].sum())}"] if summary["ungraded"].sum() else []
     batches = ok["batch"] if "batch" in ok.columns else None

@@ -1,6 +1,8 @@
 """The plot stage: a batch's tables and analysis into figures and the report to attach.
 
 Reads only files (``tables/``, ``analysis/``), so it re-runs alone on any committed batch folder.
+Paths come back as the caller gave the folder (relative stays relative), so a notebook run from the
+repository shows ``outputs/<batch>/report.md`` rather than one machine's absolute path.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from kit.layout import BatchDir
 
 matplotlib.use("Agg")
 
+# Every figure the plot stage can draw; figures_for() picks those that answer the batch's question.
 FIGURES = ("warmth_vs_ratio", "ratio_forest", "arm_distributions", "cycle_growth", "occupancy_bars", "quality_parity")
+OCCUPANCY_TASKS = frozenset({"occupancy"})
 
 
 def _read(bd: BatchDir) -> dict[str, Any]:
@@ -26,7 +30,10 @@ def _read(bd: BatchDir) -> dict[str, Any]:
         raise FileNotFoundError(f"{a / 'design.json'}: missing; run the analyze stage on {bd.root} first")
     design = orjson.loads((a / "design.json").read_bytes())
     warnings = design.pop("warnings", [])
-    occupancy = a / "occupancy.csv"
+
+    def optional(name: str) -> pd.DataFrame:
+        return pd.read_csv(a / name) if (a / name).exists() else pd.DataFrame()
+
     return {
         "design": design,
         "warnings": warnings,
@@ -35,39 +42,92 @@ def _read(bd: BatchDir) -> dict[str, Any]:
         "headline": pd.read_csv(a / "headline.csv"),
         "warmth": pd.read_csv(a / "warmth.csv"),
         "observed": pd.read_csv(a / "observed.csv"),
-        "occupancy": pd.read_csv(occupancy) if occupancy.exists() else pd.DataFrame(),
+        "arms": optional("arms.csv"),
+        "savings": optional("savings.csv"),
+        "occupancy": optional("occupancy.csv"),
         "requests": pd.read_parquet(bd.tables / "requests.parquet"),
     }
 
 
+def occupancy_is_the_question(design: dict, occupancy: pd.DataFrame) -> bool:
+    """Whether the batch asks about residual context occupancy, so the occupancy figure belongs in its report.
+
+    The rule: the design's task is the occupancy task (``OCCUPANCY_TASKS``), or some arm left output of
+    the kit's explore tool resident (an explore-vs-files comparison, whatever the task is called). Any
+    batch with tool calls has *some* occupancy, so "nonzero occupancy" would draw it everywhere; in a
+    batch-read or terse batch the question is the tokens per answer, and the figure would only distract.
+    """
+    if str(design.get("task") or "") in OCCUPANCY_TASKS:
+        return True
+    if occupancy.empty or not {"category", "tokens"} <= set(occupancy.columns):
+        return False
+    explore = occupancy[occupancy["category"].astype(str) == "explore tool"]
+    return bool(pd.to_numeric(explore["tokens"], errors="coerce").fillna(0).gt(0).any())
+
+
+def figures_for(design: dict, occupancy: pd.DataFrame) -> tuple[str, ...]:
+    """The figures this batch's report shows, in ``FIGURES`` order."""
+    wanted = set(FIGURES)
+    if not occupancy_is_the_question(design, occupancy):
+        wanted.discard("occupancy_bars")
+    return tuple(name for name in FIGURES if name in wanted)
+
+
 def publish(batch_dir: Path) -> dict[str, Any]:
-    """Draw every figure (PNG + SVG) and write ``report.md``/``report.html``."""
-    bd = BatchDir(Path(batch_dir).resolve())
+    """Draw the batch's figures (PNG + SVG) and write ``report.md``/``report.html``.
+
+    Returns ``report`` (the markdown path), ``figures`` (name -> PNG) and ``headline`` (text). Figure
+    files of a figure this batch no longer gets (see :func:`figures_for`) are removed, so a re-run
+    leaves no stale figure beside the report.
+    """
+    batch_dir = Path(batch_dir)
+    bd = BatchDir(batch_dir.resolve())
     d = _read(bd)
     design = d["design"]
-    drawn = {
-        "warmth_vs_ratio": plots.warmth_vs_ratio(d["warmth"], d["observed"], design),
-        "ratio_forest": plots.ratio_forest(d["ratios"], design),
-        "arm_distributions": plots.arm_distributions(d["trials"], design),
-        "cycle_growth": plots.cycle_growth(d["requests"], design),
-        "occupancy_bars": plots.occupancy_bars(d["occupancy"], design),
-        "quality_parity": plots.quality_parity(d["trials"], design),
+    draw = {
+        "warmth_vs_ratio": lambda: plots.warmth_vs_ratio(d["warmth"], d["observed"], design),
+        "ratio_forest": lambda: plots.ratio_forest(d["ratios"], design),
+        "arm_distributions": lambda: plots.arm_distributions(d["trials"], design),
+        "cycle_growth": lambda: plots.cycle_growth(d["requests"], design),
+        "occupancy_bars": lambda: plots.occupancy_bars(d["occupancy"], design),
+        "quality_parity": lambda: plots.quality_parity(d["trials"], design, d["arms"]),
     }
-    figures = {}
-    for name, fig in drawn.items():
-        png, _svg = plots.save(fig, bd.figures, name)
-        figures[name] = png
-        matplotlib.pyplot.close(fig)
+    chosen = figures_for(design, d["occupancy"])
+    saved = {}
+    for name in FIGURES:
+        if name in chosen:
+            saved[name] = plots.save(draw[name](), bd.figures, name)[0]
+            continue
+        for suffix in (".png", ".svg"):
+            (bd.figures / f"{name}{suffix}").unlink(missing_ok=True)
     path = report.write_report(
         bd.root,
         design=design,
         headline=d["headline"],
         ratios=d["ratios"],
         trials=d["trials"],
-        figures=figures,
+        figures=saved,
         warnings=d["warnings"],
+        arms=d["arms"],
+        savings=d["savings"],
     )
-    return {"report": path, "figures": figures, "headline": report.headline_text(d["headline"], d["ratios"], design)}
+    return {
+        "report": batch_dir / path.name,
+        "figures": {name: batch_dir / "figures" / png.name for name, png in saved.items()},
+        "headline": report.headline_text(d["headline"], d["ratios"], design),
+    }
+
+
+def report_path(batch_dir: Path) -> Path | None:
+    """The batch's ``report.md`` as a path relative to the current directory when it lies below it.
+
+    For ``python -m kit batch`` to end with ``report: <path>``; None when the plot stage has not written
+    one (a run that stopped before plotting).
+    """
+    path = Path(batch_dir).resolve() / "report.md"
+    if not path.is_file():
+        return None
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
 
 
 def show(published: dict[str, Any]) -> None:

@@ -2,9 +2,11 @@
 
 Why this shape: the report is what people quote, so its sentences follow the seeds' honest form.
 Total tokens is the headline sentence; uncached tokens is a separate sentence that carries the observed
-cache hit rates and says it depends on warmth (seed 000); never one blended range. Everything a reader
+cache hit rates and says it depends on warmth (docs/method.md#totals); never one blended range. Everything a reader
 must discount (simulation, cross-run stitches, small n, failed trials, quality drift) is listed as a
-warning near the top, not buried under the figures.
+warning near the top, not buried under the figures. Each warning cites the section of docs/method.md
+that explains it. Tables get human headers and one cell per interval ("1.45–76.63"), and the HTML page
+keeps wide tables inside the page (they scroll sideways) rather than spilling past it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import html
 import math
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,7 +22,7 @@ import mistune
 import pandas as pd
 
 from kit.layout import write_text
-from kit.plots import grade_summary, n_per_arm
+from kit.plots import METRIC_LABELS, grade_summary, n_per_arm
 
 SIMULATION_BANNER = (
     "SIMULATION: measured on the kit's embedded provider with a scripted model. "
@@ -28,8 +31,11 @@ SIMULATION_BANNER = (
 STITCH = "cross-run stitch"
 _CSS = """
 body { font-family: system-ui, sans-serif; max-width: 980px; margin: 2em auto; padding: 0 1em; line-height: 1.45; }
-table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
+div.table-wrap { overflow-x: auto; max-width: 100%; margin: 0.8em 0; }
+table { border-collapse: collapse; table-layout: auto; font-size: 0.82em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td.interval, td.number { white-space: nowrap; }
 img { max-width: 100%; }
 p.banner { background: #fde8ea; border: 2px solid #b00020; color: #7a0016; padding: 0.6em; font-weight: bold; }
 """
@@ -48,6 +54,26 @@ def _num(value) -> float:
 
 def _pct(value) -> str:
     return "unknown" if math.isnan(_num(value)) else f"{_num(value):.0%}"
+
+
+def _bound(value: float) -> str:
+    """One interval bound: thousands for token counts, 3 significant digits below 1, else 2 decimals."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.2f}" if abs(value) >= 1 else f"{value:#.3g}"
+
+
+def interval(lower, upper) -> str:
+    """An interval as one table cell, "1.45–76.63" ("-0.20 to +0.03" when a bound is negative); '—' if missing.
+
+    One cell, never two columns: the pair is read together, and the HTML keeps it on one line.
+    """
+    lo, hi = _num(lower), _num(upper)
+    if math.isnan(lo) or math.isnan(hi):
+        return "—"
+    if lo < 0 or hi < 0:
+        return f"{lo:+.2f} to {hi:+.2f}"
+    return f"{_bound(lo)}–{_bound(hi)}"
 
 
 def _schedule_word(design: dict) -> str:
@@ -113,7 +139,7 @@ def _metric_rows(ratios: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def total_sentences(ratios: pd.DataFrame, design: dict, headline: pd.DataFrame | None = None) -> list[str]:
-    """The headline: one total-token sentence per comparison (seed 000: total is cache-independent)."""
+    """The headline: one total-token sentence per comparison (docs/method.md#totals: total is cache-independent)."""
     rows = _metric_rows(ratios, "total_tokens")
     if rows.empty and headline is not None:
         rows = _ratios_from_headline(headline, design)
@@ -203,7 +229,7 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: dict) -
             if rows["stitch"].any():
                 out.append(
                     f"cross-run stitch: {comparison} ({', '.join(map(str, rows.loc[rows['stitch'], 'metric']))}) "
-                    "divides arms measured in different batches, not one interleaved batch (seed 000 §1.1)."
+                    "divides arms measured in different batches, not one interleaved batch (docs/method.md#stitch)."
                 )
             small = rows[rows["small"]]
             if len(small):
@@ -211,14 +237,14 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: dict) -
                 out.append(
                     f"small n: {comparison} rests on n = {_num(row.get('n_arm')):.0f} ({row['arm']}) and "
                     f"{_num(row.get('n_baseline')):.0f} ({row['baseline']}), fewer than 5 in an arm; "
-                    "treat its ratios as effect-size estimates."
+                    "treat its ratios as effect-size estimates (docs/method.md#intervals)."
                 )
         for _, row in _metric_rows(ratios, "grade").iterrows():
             if _num(row.get("upper")) < 0:
                 out.append(
                     f"quality drift: {row['arm']} grades {abs(_num(row['estimate'])):.2f} lower than "
                     f"{row['baseline']} (CI {_num(row['lower']):+.2f} to {_num(row['upper']):+.2f}); "
-                    "a cheaper arm may be a worse one."
+                    "a cheaper arm may be a worse one (docs/method.md#grading)."
                 )
         uncached = _metric_rows(ratios, "uncached_input_tokens")
         if len(uncached):
@@ -228,7 +254,8 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: dict) -
                 out.append(
                     f"the uncached ratio rests on {_count_word(batches)} {'batch' if batches == 1 else 'batches'} "
                     f"{'with' if has_control else 'without'} a non-isolated control; a cache-dependent claim needs "
-                    "≥ 3 batches plus one control (seed 000 §2.2). Read it as one point on the warmth curve."
+                    "≥ 3 batches plus one control (docs/method.md#replication). Read it as one point on the "
+                    "warmth curve (docs/method.md#warmth)."
                 )
     out += _trial_warnings(trials)
     return out
@@ -295,6 +322,28 @@ def _design_table(design: dict) -> str:
     return md_table(pd.DataFrame(rows, columns=["fact", "value"]))
 
 
+def _headline_table(headline: pd.DataFrame) -> pd.DataFrame:
+    """headline.csv with human headers and one cell per interval (its raw columns are for code, not readers)."""
+    prefix = "total_tokens_" if "total_tokens_mean" in headline.columns else ""
+    ratio_col = next((c for c in ("ratio", "ratio_vs_baseline") if c in headline.columns), None)
+    rows = []
+    for _, r in headline.iterrows():
+        label = r.get("label")
+        rows.append(
+            {
+                "arm": r["arm"],
+                "n": r.get("n"),
+                "failed": r.get("failed"),
+                "total tokens (mean)": _num(r.get(f"{prefix}mean")),
+                "total tokens, 95% CI": interval(r.get(f"{prefix}lower"), r.get(f"{prefix}upper")),
+                "ratio arm / baseline": _num(r.get(ratio_col)) if ratio_col else math.nan,
+                "ratio, 95% CI": interval(r.get("ratio_lower"), r.get("ratio_upper")),
+                "flag": str(label) if isinstance(label, str) else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def _ratios_table(ratios: pd.DataFrame) -> pd.DataFrame:
     """Every comparison row, readable: grades are differences of means, everything else ratios."""
     rows = []
@@ -304,10 +353,10 @@ def _ratios_table(ratios: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "comparison": r.get("comparison", f"{r['arm']} vs {r['baseline']}"),
-                "metric": r["metric"],
-                "kind": "difference" if r["metric"] == "grade" else "ratio",
+                "metric": METRIC_LABELS.get(r["metric"], r["metric"]),
+                "kind": "difference" if r["metric"] == "grade" else "ratio arm / baseline",
                 "estimate": _num(r["estimate"]),
-                "95% CI": "—" if math.isnan(_num(r["lower"])) else f"{_num(r['lower']):.2f} to {_num(r['upper']):.2f}",
+                "95% CI": interval(r["lower"], r["upper"]),
                 "n (arm / baseline)": f"{_cell(r.get('n_arm'))} / {_cell(r.get('n_baseline'))}",
                 "batches": r.get("batches"),
                 "hit rates (arm / baseline)": f"{_pct(r.get('hit_rate_arm'))} / {_pct(r.get('hit_rate_baseline'))}"
@@ -320,19 +369,14 @@ def _ratios_table(ratios: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _quality_section(trials: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
+def _quality_section(trials: pd.DataFrame, ratios: pd.DataFrame, arms: pd.DataFrame | None) -> list[str]:
     out = ["## Quality parity", ""]
-    summary = grade_summary(trials) if "arm" in trials.columns else pd.DataFrame()
+    summary = grade_summary(trials, arms) if "arm" in trials.columns else pd.DataFrame()
     if summary.empty or summary["graded"].sum() == 0:
         out.append("No trial was graded: a cheaper arm could be a worse one, and this batch cannot tell.")
     else:
         summary = summary.assign(
-            **{
-                "95% CI": [
-                    f"{lo:.2f}–{hi:.2f}" if not math.isnan(lo) else "—"
-                    for lo, hi in zip(summary["lower"], summary["upper"], strict=True)
-                ]
-            }
+            **{"95% CI": [interval(lo, hi) for lo, hi in zip(summary["lower"], summary["upper"], strict=True)]}
         ).drop(columns=["lower", "upper"])
         out.append(md_table(summary.rename(columns={"mean": "mean grade"})))
     for _, row in _metric_rows(ratios, "grade").iterrows():
@@ -340,6 +384,45 @@ def _quality_section(trials: pd.DataFrame, ratios: pd.DataFrame) -> list[str]:
         ci = "no interval: no variation in grades" if math.isnan(lo) else f"95% CI {lo:+.2f} to {hi:+.2f}"
         out += ["", f"Grade difference {row['arm']} − {row['baseline']}: {_num(row['estimate']):+.2f} ({ci})."]
     return [*out, ""]
+
+
+def _share(value) -> str:
+    return "—" if math.isnan(_num(value)) else f"{_num(value):.1%}"
+
+
+def _savings_section(savings: pd.DataFrame | None) -> list[str]:
+    """Seed 002's per-prompt savings table (analysis/savings.csv): the spread across prompts, not one mean.
+
+    Why: a mean saving can hide prompts where the arm costs more; median, min, max and stdev show it.
+    """
+    if savings is None or savings.empty:
+        return []
+    rows, notes = [], []
+    for _, r in savings.iterrows():
+        baseline = r.get("baseline", r.get("control"))
+        comparison = f"{r['arm']} vs {baseline}"
+        rows.append(
+            {
+                "comparison": comparison,
+                "metric": METRIC_LABELS.get(r["metric"], r["metric"]) if "metric" in r else "—",
+                "prompts": r.get("n"),
+                "median": _share(r.get("median")),
+                "mean": _share(r.get("mean")),
+                "mean, 95% CI": "—"
+                if math.isnan(_num(r.get("lower")))
+                else f"{_share(r['lower'])} to {_share(r['upper'])}",
+                "min": _share(r.get("min")),
+                "max": _share(r.get("max")),
+                "stdev": _share(r.get("stdev")),
+            }
+        )
+        if isinstance(r.get("note"), str) and r["note"]:
+            notes.append(f"- {comparison}: {r['note']}")
+    intro = (
+        "Saving per prompt = 1 − arm / baseline, one prompt per run index, summarised across prompts "
+        "(docs/method.md#savings); a negative saving means the arm cost more on that prompt."
+    )
+    return ["## Per-prompt savings", "", intro, "", md_table(pd.DataFrame(rows)), *(["", *notes] if notes else []), ""]
 
 
 def _dedupe(items: Iterable[str]) -> list[str]:
@@ -370,11 +453,15 @@ def write_report(
     trials: pd.DataFrame,
     figures: dict[str, Path],
     warnings: list[str],
+    arms: pd.DataFrame | None = None,
+    savings: pd.DataFrame | None = None,
 ) -> Path:
     """Write ``report.md`` and ``report.html`` into ``batch_dir``; returns the markdown path.
 
     Figure paths may be absolute or relative to ``batch_dir``; they are embedded relative, so the folder
     can move as a whole. A figure that does not exist raises rather than leaving a broken image.
+    ``arms`` (analysis/arms.csv) supplies the per-arm intervals, so the report quotes the table's own;
+    ``savings`` (analysis/savings.csv) adds the per-prompt savings section when the batch has one.
     """
     batch_dir = Path(batch_dir)
     batch_dir.mkdir(parents=True, exist_ok=True)
@@ -392,8 +479,9 @@ def write_report(
     all_warnings = _dedupe([*warnings, *derived_warnings(ratios, trials, design)])
     lines += ["## Warnings", ""] + ([f"- {w}" for w in all_warnings] or ["- none"]) + [""]
     lines += ["## Design", "", _design_table(design), ""]
-    lines += ["## Per arm (total tokens)", "", md_table(headline), ""]
-    lines += _quality_section(trials, ratios)
+    lines += ["## Per arm (total tokens)", "", md_table(_headline_table(headline)), ""]
+    lines += _savings_section(savings)
+    lines += _quality_section(trials, ratios, arms)
     lines += ["## All comparisons", "", md_table(_ratios_table(ratios)) if not ratios.empty else "_(no rows)_", ""]
     lines += _figure_lines(batch_dir, figures)
     markdown = "\n".join(lines).rstrip() + "\n"
@@ -404,12 +492,24 @@ def write_report(
 
 
 _RENDER = mistune.create_markdown(escape=True, plugins=["table"])
+_CELL = re.compile(r"<td>([^<]*)</td>")
+_NUMBER = r"[+\-−]?[\d.,]+%?"
+_INTERVAL = re.compile(rf"{_NUMBER}(?:–| to ){_NUMBER}")
+
+
+def _cell_class(text: str) -> str:
+    """CSS class of a table cell: intervals and numbers stay on one line (a wrapped "1.45–\n76.63" misreads)."""
+    if _INTERVAL.fullmatch(text.strip()):
+        return "interval"
+    return "number" if re.fullmatch(_NUMBER, text.strip()) else "text"
 
 
 def _html(markdown: str, title: str) -> str:
     """Markdown -> a standalone HTML page (raw HTML in arm names is escaped, not rendered)."""
     body = _RENDER(markdown)
     body = body.replace("<p>SIMULATION:", '<p class="banner">SIMULATION:', 1)
+    body = body.replace("<table>", '<div class="table-wrap"><table>').replace("</table>", "</table></div>")
+    body = _CELL.sub(lambda m: f'<td class="{_cell_class(m.group(1))}">{m.group(1)}</td>', body)
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{_CSS}</style></head>\n<body>\n{body}</body></html>\n"
