@@ -1,0 +1,498 @@
+"""The column dictionary of every table the stages write: the source of ``docs/tables.md``.
+
+Why in code: a hand-written column list drifts the moment a stage gains a column. Here the column
+lists come from the modules that write the tables wherever such a list exists (``kit.schema``,
+``kit.metrics``, ``kit.parse``, ``kit.occupancy``, ``kit.analyze``), and each column needs a one-line
+meaning and a unit below, or building the dictionary fails. ``tests/test_docs.py`` checks that
+``docs/tables.md`` is exactly :func:`render`'s output and that every column of the committed example
+batches is described. Regenerate with ``python -m kit.columns > docs/tables.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kit import analyze, metrics, occupancy, parse, schema
+from kit.transcripts._tools import CATEGORIES
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, what a value means, and the unit values are in."""
+
+    name: str
+    meaning: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table a stage writes, relative to the batch folder (``tables/…`` or ``analysis/…``)."""
+
+    path: str
+    writer: str
+    purpose: str
+    method: str  # anchor of docs/method.md that explains the table's figures
+    columns: tuple[Column, ...]
+
+
+# Meanings shared by every table that has the column; a table overrides where its column differs.
+_COMMON: dict[str, tuple[str, str]] = {
+    "batch": ("batch id: the batch folder's name under `outputs/`", "id"),
+    "arm": ("arm (configuration under test)", "id"),
+    "run": ("run index within the batch; the same index pairs the arms' trials", "index from 0"),
+    "trial_id": ("trial id, `r<run>-<arm>`", "id"),
+    "turn": ("user prompt the response answers, within its trial", "index from 1"),
+    "cycle": (
+        "model response within the trial, across all its transcript files in start order",
+        "index from 0",
+    ),
+    "file_cycle": ("model response within its own transcript file (`cycle` counts across the trial)", "index from 0"),
+    "file_role": ("whose context window the file's responses fill: `main`, `subagent` or `compaction`", "text"),
+    "sidechain": ("the response belongs to a subagent or a compaction request, not the main conversation", "boolean"),
+    "backend": ("what ran the trial: `sdk-openai`, `sdk-anthropic`, `codex`, `claude`, `snapshot`", "text"),
+    "model": ("model name as the source reports it", "text"),
+    "source_format": ("transcript format the row was read from (`kit.transcripts.FORMATS`)", "text"),
+    "source_path": ("file the row was read from", "path"),
+    "source_line": ("line of that file", "line number from 1"),
+    "input_tokens": ("every prompt token, cached or not (docs/method.md#conventions)", "tokens"),
+    "cache_read_tokens": ("prompt tokens served from the provider's cache; part of input", "tokens"),
+    "cache_write_tokens": ("prompt tokens written to the cache; part of input", "tokens"),
+    "cache_write_1h_tokens": ("the part of the cache writes with a 1-hour lifetime, where known", "tokens"),
+    "uncached_input_tokens": ("input − cache reads: rides the cache's warmth (docs/method.md#warmth)", "tokens"),
+    "output_tokens": ("generated tokens, reasoning included", "tokens"),
+    "reasoning_tokens": ("the reasoning part of output", "tokens"),
+    "total_tokens": ("input + output: the cache-independent headline (docs/method.md#totals)", "tokens"),
+    "tool_calls": ("tool calls the response asked for", "count"),
+    "usage_known": ("false where the source gave no usage: token counts are then missing, never zero", "boolean"),
+    "started_at": ("when the response (or trial) started", "ISO-8601 time"),
+    "wall_s": ("wall-clock duration", "seconds"),
+    "order_index": ("position of the trial in the batch's schedule (docs/method.md#interleaving)", "index from 0"),
+    "status": ("`ok` or `failed`; failed trials are counted, never averaged in", "text"),
+    "reason": ("why the trial failed (empty when it finished)", "text"),
+    "grade": ("answer quality against the task's ground truth (docs/method.md#grading)", "fraction 0–1"),
+    "grade_detail": ("what the grader counted", "text"),
+    "isolation": (
+        "isolation mechanisms applied, comma-separated, or `none` (docs/method.md#isolation)",
+        "text",
+    ),
+    "control": ("the arm is the non-isolated control (docs/method.md#replication)", "boolean"),
+    "simulated": ("the embedded provider's scripted model produced the numbers", "boolean"),
+    "cycles": ("model responses in the trial", "count"),
+    "hit_rate": ("cache reads / input tokens", "fraction 0–1"),
+    "calls_per_response": ("tool calls per response, over responses that called a tool", "count"),
+    "multi_call_share": ("share of tool-calling responses that made two or more calls", "fraction 0–1"),
+    "structural_uncached": (
+        "input minus the longest prefix shared with an earlier request of the trial (docs/method.md#structural-cache)",
+        "tokens",
+    ),
+    "cost_usd": ("price at the dated API rate card for the model (`kit/data/rates/`); empty when unpriced", "USD"),
+    "credits": ("price at the Codex credit rate card; empty when the model has no card row", "credits"),
+    "confidence": ("level of the interval (docs/method.md#intervals)", "fraction 0–1"),
+    "method": ("how the interval was computed", "text"),
+    "lower": ("lower bound of the bootstrap interval", "as the estimate"),
+    "upper": ("upper bound of the bootstrap interval", "as the estimate"),
+    "note": ("what a reader must know about the row (left-out data, degenerate intervals)", "text"),
+    "baseline": ("the arm compared against", "id"),
+    "metric": ("the trials-table column compared", "column name"),
+    "label": ("`cross-run stitch` when the arms never shared a batch (docs/method.md#stitch), else empty", "text"),
+    "category": ("tool family", "text"),
+    "chars": ("characters of the tool results", "characters"),
+    "tokens": ("tokens still resident at the end of the session", "tokens"),
+    "share_of_context": ("tokens / the final context", "fraction 0–1"),
+    "share_of_window": ("tokens / the nominal context window", "fraction 0–1"),
+    "err": ("attribution error of `tokens` (docs/method.md#calibration)", "tokens"),
+    **{f"calls_{c}": (f"tool calls of the `{c}` family (`kit.transcripts` categories)", "count") for c in CATEGORIES},
+}
+
+
+def _table(
+    path: str,
+    writer: str,
+    purpose: str,
+    method: str,
+    names: Sequence[str],
+    own: Mapping[str, tuple[str, str]] | None = None,
+) -> Table:
+    """A table whose columns are ``names`` in order; meanings from ``own``, else the shared ones."""
+    described = {**_COMMON, **(own or {})}
+    missing = [n for n in names if n not in described]
+    if missing:
+        raise KeyError(f"{path}: no description for column(s) {missing}; add them to kit/columns.py")
+    return Table(path, writer, purpose, method, tuple(Column(n, *described[n]) for n in names))
+
+
+_TRIALS = [*metrics.META_COLUMNS, *metrics.TRIAL_COLUMNS, *(f"calls_{c}" for c in CATEGORIES)]
+_TRIAL_SUMS = {
+    c: (f"{_COMMON[c][0]}, summed over the trial's responses; missing if any response's usage is unknown", "tokens")
+    for c in schema.TOKENS
+} | {"tool_calls": ("tool calls over the trial's responses", "count")}
+_RATIO = ("mean of the arm / mean of the baseline (a difference of means for `grade`)", "ratio")
+_SAVINGS_STATS = {
+    s: (f"{s} of the per-prompt savings `1 − arm/control`", "fraction")
+    for s in ("median", "mean", "min", "max", "stdev")
+}
+
+TABLES: tuple[Table, ...] = (
+    _table(
+        "tables/requests.parquet",
+        "parse (`kit.parse`, `kit.transcripts`)",
+        "The canonical request row: one row per model API response.",
+        "transcripts",
+        schema.REQUEST_COLUMNS,
+    ),
+    _table(
+        "tables/trials.parquet",
+        "parse (`kit.metrics.trial_table`)",
+        "One row per trial, failed ones included: its design facts and the sums of its responses.",
+        "totals",
+        _TRIALS,
+        {**_TRIAL_SUMS, "started_at": ("when the trial started", "ISO-8601 time")},
+    ),
+    _table(
+        "tables/tool_results.parquet",
+        "parse (`kit.transcripts.tool_results`)",
+        "One row per tool result a trial's transcript carries.",
+        "occupancy",
+        schema.TOOL_RESULT_COLUMNS,
+        {
+            "cycle": ("first response whose prompt carries the result", "index from 0"),
+            "tool": ("tool name as the transcript gives it", "text"),
+            "category": ("tool family: " + ", ".join(f"`{c}`" for c in CATEGORIES), "text"),
+            "chars": ("characters of the result", "characters"),
+            "is_error": ("the tool reported a failure", "boolean"),
+        },
+    ),
+    _table(
+        "tables/parse_issues.parquet",
+        "parse (`kit.parse`)",
+        "What could not be read, or disagreed between a trial's sources; nothing is silently dropped.",
+        "transcripts",
+        schema.ISSUE_COLUMNS,
+        {
+            "source_path": ("file (or trial folder) with the problem", "path"),
+            "source_line": ("line of the problem; 0 for the whole file", "line number"),
+            "reason": ("what is wrong there", "text"),
+        },
+    ),
+    _table(
+        "tables/segments.parquet",
+        "parse (`kit.parse`, from the embedded provider's log)",
+        "Each request's prompt as hashed segments, which the cache model replays.",
+        "structural-cache",
+        parse.SEGMENT_COLUMNS,
+        {
+            "t": ("request time since the provider started", "seconds"),
+            "input_tokens": ("tokens of the whole prompt (sum of the segments)", "tokens"),
+            "segments_json": ("JSON list of `[content hash, tokens, cache breakpoint]` in prefix order", "JSON"),
+        },
+    ),
+    _table(
+        "tables/events.parquet",
+        "parse (`kit.parse`)",
+        "Transcript events that are not responses (compaction boundaries, system events, API errors).",
+        "compaction",
+        parse.EVENT_COLUMNS,
+        {
+            "cycle": ("response the event precedes", "index from 0"),
+            "kind": ("event kind, e.g. `compact_boundary`", "text"),
+            "detail": ("the event's details as the transcript gives them", "JSON or text"),
+        },
+    ),
+    _table(
+        "analysis/trials.csv",
+        "analyze (`kit.analyze`)",
+        "The trials table of every analysed batch, plus the structural-cache figure and prices.",
+        "totals",
+        [*_TRIALS, "structural_uncached", *analyze.PRICED],
+        {**_TRIAL_SUMS, "started_at": ("when the trial started", "ISO-8601 time")},
+    ),
+    _table(
+        "analysis/ratios.csv",
+        "analyze (`kit.stats.ratios`)",
+        "Every arm against the baseline on every metric; total and uncached tokens always get their own rows.",
+        "stitch",
+        [
+            "comparison",
+            "arm",
+            "baseline",
+            "metric",
+            "estimate",
+            "lower",
+            "upper",
+            "confidence",
+            "n_arm",
+            "n_baseline",
+            "paired",
+            "batches",
+            "method",
+            "label",
+            "small_n",
+            "hit_rate_arm",
+            "hit_rate_baseline",
+            "simulated",
+            "note",
+        ],
+        {
+            "comparison": ("`<arm> vs <baseline>`", "text"),
+            "estimate": _RATIO,
+            "n_arm": ("finished trials of the arm with a value", "count"),
+            "n_baseline": ("finished trials of the baseline with a value", "count"),
+            "paired": ("trials were paired by (batch, run)", "boolean"),
+            "batches": ("batches the comparison used", "count"),
+            "small_n": ("fewer than 5 trials in an arm", "boolean"),
+            "hit_rate_arm": ("observed cache hit rate of the arm's trials", "fraction 0–1"),
+            "hit_rate_baseline": ("observed cache hit rate of the baseline's trials", "fraction 0–1"),
+            "simulated": ("any compared trial ran on the embedded provider", "boolean"),
+        },
+    ),
+    _table(
+        "analysis/arms.csv",
+        "analyze (`kit.metrics.arm_summary`)",
+        "Per arm and metric: the mean of finished trials with its bootstrap interval.",
+        "intervals",
+        [
+            "batches",
+            "arm",
+            "metric",
+            "n",
+            "failed",
+            "missing",
+            "mean",
+            "lower",
+            "upper",
+            "median",
+            "confidence",
+            "method",
+            "note",
+        ],
+        {
+            "batches": ("the batches pooled, joined by `+`", "text"),
+            "n": ("finished trials with a value", "count"),
+            "failed": ("failed trials of the arm", "count"),
+            "missing": ("finished trials whose value is unknown", "count"),
+            "mean": ("mean over the finished trials", "as the metric"),
+            "median": ("median over the finished trials", "as the metric"),
+        },
+    ),
+    _table(
+        "analysis/headline.csv",
+        "analyze (`kit.metrics.headline`)",
+        "The headline: total tokens per arm and its ratio to the baseline.",
+        "totals",
+        [
+            "arm",
+            "n",
+            "failed",
+            "total_tokens_mean",
+            "total_tokens_lower",
+            "total_tokens_upper",
+            "ratio",
+            "ratio_lower",
+            "ratio_upper",
+            "label",
+            "simulated",
+        ],
+        {
+            "n": ("finished trials with a total", "count"),
+            "failed": ("failed trials of the arm", "count"),
+            "total_tokens_mean": ("mean total tokens per trial", "tokens"),
+            "total_tokens_lower": ("lower bound of its bootstrap interval", "tokens"),
+            "total_tokens_upper": ("upper bound of its bootstrap interval", "tokens"),
+            "ratio": ("mean total tokens of the arm / of the baseline (empty on the baseline's row)", "ratio"),
+            "ratio_lower": ("lower bound of the ratio's interval", "ratio"),
+            "ratio_upper": ("upper bound of the ratio's interval", "ratio"),
+            "simulated": ("the arm's trials ran on the embedded provider", "boolean"),
+        },
+    ),
+    _table(
+        "analysis/warmth.csv",
+        "analyze (`kit.cachemodel.warmth_sweep`)",
+        "The uncached ratio as a function of cache warmth: the batch replayed through the cache engine.",
+        "warmth",
+        [
+            "survival",
+            "arm_a",
+            "arm_b",
+            "n_a",
+            "n_b",
+            "hit_rate_a",
+            "hit_rate_b",
+            "mean_uncached_a",
+            "mean_uncached_b",
+            "ratio",
+            "ratio_lower",
+            "ratio_upper",
+            "total_ratio",
+        ],
+        {
+            "survival": ("chance a cache entry outlives an interval: 0 is cold, 1 an ideal cache", "fraction 0–1"),
+            "arm_a": ("the arm", "id"),
+            "arm_b": ("the baseline", "id"),
+            "n_a": ("trials of arm a", "count"),
+            "n_b": ("trials of arm b", "count"),
+            "hit_rate_a": ("replayed hit rate of arm a", "fraction 0–1"),
+            "hit_rate_b": ("replayed hit rate of arm b", "fraction 0–1"),
+            "mean_uncached_a": ("mean replayed uncached input per trial of arm a", "tokens"),
+            "mean_uncached_b": ("mean replayed uncached input per trial of arm b", "tokens"),
+            "ratio": ("mean uncached a / b at this warmth", "ratio"),
+            "ratio_lower": ("lower bound of the percentile bootstrap band", "ratio"),
+            "ratio_upper": ("upper bound of the percentile bootstrap band", "ratio"),
+            "total_ratio": ("mean input a / b; `ratio` equals it at survival 0", "ratio"),
+        },
+    ),
+    _table(
+        "analysis/observed.csv",
+        "analyze (`kit.analyze.observed`)",
+        "Each batch's observed point: both arms' hit rates and the uncached and total ratios.",
+        "warmth",
+        ["batch", "arm_a", "arm_b", "hit_rate_a", "hit_rate_b", "uncached_ratio", "total_ratio"],
+        {
+            "arm_a": ("the arm", "id"),
+            "arm_b": ("the baseline", "id"),
+            "hit_rate_a": ("observed hit rate of arm a", "fraction 0–1"),
+            "hit_rate_b": ("observed hit rate of arm b", "fraction 0–1"),
+            "uncached_ratio": ("mean uncached input a / b", "ratio"),
+            "total_ratio": ("mean total tokens a / b", "ratio"),
+        },
+    ),
+    _table(
+        "analysis/occupancy.csv",
+        "analyze (`kit.occupancy.summary`)",
+        "Residual context occupancy per arm and category, averaged over trials.",
+        "occupancy",
+        occupancy.SUMMARY_COLUMNS,
+        {
+            "category": ("occupancy category: " + ", ".join(f"`{c}`" for c in occupancy.CATEGORIES), "text"),
+            "trials": ("trials averaged", "count"),
+            "tokens": ("mean resident tokens at the end of the session", "tokens"),
+            "share_of_context": ("mean share of the final context", "fraction 0–1"),
+            "share_of_window": ("mean share of the nominal window", "fraction 0–1"),
+            "err": ("mean attribution error of the trials", "tokens"),
+        },
+    ),
+    _table(
+        "analysis/occupancy_trials.csv",
+        "analyze (`kit.occupancy.occupancy`)",
+        "Residual context occupancy per trial and category, with the calibration behind it.",
+        "occupancy",
+        occupancy.COLUMNS,
+        {
+            "category": ("occupancy category: " + ", ".join(f"`{c}`" for c in occupancy.CATEGORIES), "text"),
+            "results": ("tool results of the category", "count"),
+            "contributed_tokens": ("tokens the category's results added, resident or not", "tokens"),
+            "chars_per_token": ("the trial's calibrated ratio (docs/method.md#calibration)", "characters per token"),
+            "calibration": ("how the ratio was found: `measured`, `pooled`, `fallback`, `usage unknown`", "text"),
+            "rel_err": ("median relative error on single-result gaps", "fraction"),
+            "requests": ("requests of the trial", "count"),
+            "compactions": ("compact boundaries seen (docs/method.md#compaction)", "count"),
+            "evicted_tokens": ("tokens shed by micro-compaction", "tokens"),
+            "sessions": ("sessions the trial's window started over in (a fresh session clears it)", "count"),
+            "output_measure": ("how the responses' own output was known: `chars`, `tokens` or `mixed`", "text"),
+        },
+    ),
+    _table(
+        "analysis/warmth_invariance.csv",
+        "analyze (`kit.stats.warmth_invariance`)",
+        "Whether each uncached ratio moves with the batches' hit rates, and whether a cache claim holds.",
+        "replication",
+        [
+            "arm",
+            "baseline",
+            "n_batches",
+            "spearman_rho",
+            "p_value",
+            "has_control",
+            "control_hit_rate",
+            "isolated_hit_rate",
+            "claim_ok",
+            "reason",
+            "verdict",
+        ],
+        {
+            "n_batches": ("batches holding both arms", "count"),
+            "spearman_rho": ("rank correlation of per-batch ratios with per-batch hit rates", "−1 to 1"),
+            "p_value": ("permutation p-value of that correlation", "probability"),
+            "has_control": ("a non-isolated control ran in those batches", "boolean"),
+            "control_hit_rate": ("hit rate of the control trials", "fraction 0–1"),
+            "isolated_hit_rate": ("hit rate of the isolated trials of both arms", "fraction 0–1"),
+            "claim_ok": ("≥ 3 batches and a control: a cache-dependent claim may be made", "boolean"),
+            "reason": ("why a claim may not be made", "text"),
+            "verdict": ("the sentence the report prints", "text"),
+        },
+    ),
+    _table(
+        "analysis/savings.csv",
+        "analyze (`kit.analyze.savings`, `kit.stats.per_prompt_savings`)",
+        "Per-prompt savings of each arm over the baseline, summarised across prompts.",
+        "savings",
+        [
+            "arm",
+            "baseline",
+            "metric",
+            "control",
+            "n",
+            "median",
+            "mean",
+            "min",
+            "max",
+            "stdev",
+            "lower",
+            "upper",
+            "confidence",
+            "method",
+            "per_prompt",
+            "note",
+        ],
+        {
+            "metric": ("`output_tokens` or `total_tokens`", "column name"),
+            "control": ("the arm savings are measured against", "id"),
+            "n": ("prompts with both arms and a non-zero control", "count"),
+            **_SAVINGS_STATS,
+            "lower": ("lower bound of the interval on the mean saving", "fraction"),
+            "upper": ("upper bound of the interval on the mean saving", "fraction"),
+            "per_prompt": ("saving per prompt (run index)", "mapping"),
+        },
+    ),
+)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render() -> str:
+    """``docs/tables.md``: every table, its writer and purpose, and one line per column."""
+    lines = [
+        "# Tables: every column the stages write",
+        "",
+        "<!-- Generated by `python -m kit.columns > docs/tables.md` from kit/columns.py; do not edit by hand. -->",
+        "",
+        "Paths are relative to a batch folder `outputs/<batch>/`. Token columns are nullable: a missing",
+        "value means the source did not report it, never zero. The method behind each table is in",
+        "[method.md](method.md); the shape of the code in [design.md](design.md).",
+        "",
+        *(f"- [`{t.path}`](#{_slug(t.path)})" for t in TABLES),
+    ]
+    for t in TABLES:
+        lines += [
+            "",
+            f"## {t.path}",
+            "",
+            f"{t.purpose} Written by {t.writer}; method: [method.md#{t.method}](method.md#{t.method}).",
+            "",
+            "| column | meaning | unit |",
+            "|---|---|---|",
+            *(f"| `{c.name}` | {_cell(c.meaning)} | {_cell(c.unit)} |" for c in t.columns),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation other than ``-`` and ``_`` dropped."""
+    return "".join(ch for ch in heading.lower().replace(" ", "-") if ch.isalnum() or ch in "-_")
+
+
+if __name__ == "__main__":
+    print(render(), end="")

@@ -1,0 +1,160 @@
+"""The docs cannot drift from the code, and a fresh clone stands alone.
+
+docs/tables.md is generated from kit/columns.py and must describe every column the committed example
+batches have; every section of docs/method.md the code cites must exist; every test fixture must be
+listed with its source and checksum; nothing in the repository may point at files outside it; and the
+import rules docs/design.md states must hold.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import hashlib
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from paths import FIXTURES, ROOT
+
+from kit import columns
+
+DOCS = ROOT / "docs"
+EXAMPLES = ROOT / "outputs" / "examples"
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".ipynb", ".txt", ".json", ".jsonl", ".toml", ".cfg", ".sh"}
+METHOD_ANCHORS = [
+    "totals", "warmth", "stitch", "interleaving", "isolation", "retention", "replication", "structural-cache",
+    "controls", "grading", "savings", "intervals", "transcripts", "occupancy", "calibration", "compaction",
+    "conventions", "sources",
+]  # fmt: skip
+
+
+def _files(*folders: str) -> list[Path]:
+    """Text files under ``folders`` of the repository (caches and binaries skipped)."""
+    out = []
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.is_file() and path.suffix in TEXT_SUFFIXES and "__pycache__" not in path.parts:
+                out.append(path)
+    return out
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(markdown: Path) -> set[str]:
+    text = markdown.read_text(encoding="utf-8")
+    headings = re.findall(r"^#{1,6} (.+)$", text, flags=re.M)
+    return {_slug(h) for h in headings} | set(re.findall(r'<a id="([^"]+)"', text))
+
+
+def test_tables_md_is_generated_from_kit_columns():
+    assert (DOCS / "tables.md").read_text(encoding="utf-8") == columns.render(), (
+        "docs/tables.md is stale: run `python -m kit.columns > docs/tables.md`"
+    )
+
+
+def _example_tables() -> list[Path]:
+    return sorted([*EXAMPLES.glob("*/tables/*.parquet"), *EXAMPLES.glob("*/analysis/*.csv")])
+
+
+@pytest.mark.parametrize("path", _example_tables(), ids=lambda p: str(p.relative_to(EXAMPLES)))
+def test_every_column_of_the_example_batches_is_documented(path: Path):
+    documented = {t.path: {c.name for c in t.columns} for t in columns.TABLES}
+    key = f"{path.parent.name}/{path.name}"
+    assert key in documented, f"{key} is written by a stage but has no entry in kit/columns.py"
+    if path.suffix == ".parquet":
+        names = pq.read_schema(path).names
+    else:
+        with path.open(newline="", encoding="utf-8") as handle:
+            names = next(csv.reader(handle), [])
+    assert set(names) <= documented[key], f"{key}: undocumented columns {sorted(set(names) - documented[key])}"
+
+
+def test_the_example_batches_exist():
+    assert len(_example_tables()) >= 10  # the test above must have something to check
+
+
+def test_method_md_defines_every_anchor_the_code_cites():
+    defined = _anchors(DOCS / "method.md")
+    assert set(METHOD_ANCHORS) <= defined, f"missing sections: {sorted(set(METHOD_ANCHORS) - defined)}"
+    cited: dict[str, list[str]] = {}
+    for path in [*_files("kit", "tests", "bench", "params", "notebooks", "docs"), ROOT / "README.md"]:
+        for anchor in re.findall(r"method\.md#([A-Za-z0-9_-]+)", path.read_text(encoding="utf-8")):
+            cited.setdefault(anchor, []).append(str(path.relative_to(ROOT)))
+    dangling = {a: files for a, files in cited.items() if a not in defined}
+    assert not dangling, f"docs/method.md has no section for: {dangling}"
+
+
+def test_links_between_the_docs_resolve():
+    for doc in sorted(DOCS.glob("*.md")):
+        text = doc.read_text(encoding="utf-8")
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]+))?\)", text):
+            if target.startswith(("http://", "https://")):
+                continue
+            linked = (doc.parent / target) if target else doc
+            assert linked.exists(), f"{doc.name}: link to missing {target}"
+            if anchor and linked.suffix == ".md":
+                assert anchor in _anchors(linked), f"{doc.name}: {target}#{anchor} has no such section"
+
+
+def test_every_fixture_is_listed_with_its_source_and_checksum():
+    sources = (FIXTURES / "SOURCES.md").read_text(encoding="utf-8")
+    for path in sorted(p for p in FIXTURES.rglob("*") if p.is_file()):
+        rel = path.relative_to(FIXTURES).as_posix()
+        if rel == "SOURCES.md" or rel.startswith("LICENSES/") or "__pycache__" in rel:
+            continue
+        assert f"`{rel}`" in sources, f"tests/fixtures/{rel} is not listed in tests/fixtures/SOURCES.md"
+        if not rel.endswith("README.md"):
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            assert digest in sources, f"tests/fixtures/{rel}: SHA-256 {digest} differs from SOURCES.md"
+
+
+def test_nothing_points_outside_the_repository():
+    """A user's clone has nothing beside it: no sibling folder, no developer paths, no private notes."""
+    pieces = [r"seed 00[0-9] ?" + "\u00a7", r"\.\./" + "shared", "/" + "work/", r"DESIGN\." + "md", "tables_" + "spec"]
+    pattern = re.compile("|".join(pieces))
+    hits = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}"
+        for path in _files("kit", "tests", "notebooks", "bench", "params")
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not hits, "references a fresh clone cannot follow:\n" + "\n".join(hits)
+
+
+def _kit_imports(path: Path) -> set[str]:
+    """Every ``kit…`` module a file imports, at any depth of the file (lazy imports count)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "kit"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "kit":
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+@pytest.mark.parametrize(
+    ("modules", "forbidden"),
+    [
+        ("provider/*.py", ("kit.agents", "kit.tasks", "kit.transcripts")),
+        ("transcripts/*.py", ("kit.agents", "kit.provider")),
+        ("cachemodel.py", ("kit.agents", "kit.transcripts", "kit.provider.server", "kit.provider.wire")),
+        ("provider/cache.py", ("kit.provider.server", "kit.provider.wire", "kit.provider.cli")),
+        ("metrics.py", ("kit.agents", "kit.transcripts")),
+        ("pricing.py", ("kit.agents", "kit.transcripts")),
+        ("stats.py", ("kit.agents", "kit.transcripts")),
+        ("occupancy.py", ("kit.agents", "kit.transcripts")),
+        ("analyze.py", ("kit.agents", "kit.transcripts")),
+        ("plots.py", ("kit.agents", "kit.transcripts")),
+        ("report.py", ("kit.agents", "kit.transcripts")),
+    ],
+)
+def test_imports_go_down_as_docs_design_md_says(modules: str, forbidden: tuple[str, ...]):
+    for path in sorted((ROOT / "kit").glob(modules)):
+        wrong = sorted(m for m in _kit_imports(path) if m.startswith(forbidden))
+        assert not wrong, f"{path.relative_to(ROOT)} imports {wrong} (docs/design.md, 'Who imports whom')"
