@@ -3,6 +3,7 @@ use in ``/v1/models``, and the client settings ``python -m kit provider serve`` 
 
 from __future__ import annotations
 
+import re
 import shlex
 import signal
 import subprocess
@@ -158,7 +159,7 @@ def cli_server():
 def test_cli_serve_without_profile_prints_settings_that_work(cli_server, monkeypatch):
     base_url = cli_server[0]
     assert base_url.startswith("http://127.0.0.1:")
-    env = dict(line.split("=", 1) for line in cli_server[1:] if line[:1].isupper() and "=" in line.split()[0])
+    env = dict(m.groups() for line in cli_server[1:] if (m := re.fullmatch(r"([A-Z_]+)=(\S+)", line)))
     assert env == {
         "OPENAI_BASE_URL": base_url + "/v1",
         "OPENAI_API_KEY": env["OPENAI_API_KEY"],
@@ -172,7 +173,8 @@ def test_cli_serve_without_profile_prints_settings_that_work(cli_server, monkeyp
     )
     # Codex: the provider entry the kit gives it (Responses wire API, key read from OPENAI_API_KEY).
     codex = shlex.split(others["codex"])
-    assert codex[:2] == ["codex", "exec"] and codex[codex.index("-m") + 1] == MODEL
+    assert codex[:3] == [f"OPENAI_API_KEY={env['OPENAI_API_KEY']}", "codex", "exec"]
+    assert codex[codex.index("-m") + 1] == MODEL
     assert codex[codex.index("-c") + 1] == "model_provider=kit"
     entry = tomllib.loads(codex[codex.index("-c") + 3])["model_providers"]["kit"]
     assert entry == {

@@ -70,9 +70,9 @@ from kit.provider.prompt import ParsedRequest, PromptCounter, RequestError
 MAX_BODY_BYTES = 32 * 1024 * 1024
 BODY_TIMEOUT_S = 30.0
 SEEN_PROMPTS = 100_000  # prompts remembered for distinct ids on repeats (~10 MB at most)
-# Model names ``/v1/models`` lists. Any name is answered (the scripted policy ignores it), but clients such as
-# Codex and Claude Code look the configured model up first: sim-agent is the model of every params/*.yaml,
-# sim-ping the default of ``python -m kit ping``, sim-model the one of the examples and tests.
+# Model names ``/v1/models`` lists, for clients and users that ask which models exist. Any name is answered (the
+# scripted policy ignores it); these are the ones the kit uses: sim-agent in every params/*.yaml, sim-ping the
+# default of ``python -m kit ping``, sim-model the examples' and tests', sim-gpt / sim-claude per-API names.
 MODELS = ("sim-agent", "sim-model", "sim-ping", "sim-gpt", "sim-claude")
 # With no profile named, each API follows its own provider's cache rules (keys: the log's "api").
 DEFAULT_PROFILES = {"responses": "openai-implicit", "chat": "openai-implicit", "messages": "anthropic"}
@@ -497,7 +497,11 @@ class Provider:
             ("OPENAI_API_KEY", CLIENT_KEY),
             ("ANTHROPIC_BASE_URL", anthropic_url),
             ("ANTHROPIC_API_KEY", CLIENT_KEY),
-            ("codex", f"codex exec -c model_provider=kit -c '{codex_provider}' -m {MODELS[0]} 'your prompt'"),
+            (
+                "codex",
+                f"OPENAI_API_KEY={CLIENT_KEY} codex exec -c model_provider=kit -c '{codex_provider}' "
+                f"-m {MODELS[0]} 'your prompt'",
+            ),
             (
                 "claude",
                 f"ANTHROPIC_BASE_URL={anthropic_url} ANTHROPIC_API_KEY={CLIENT_KEY} "
