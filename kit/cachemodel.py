@@ -1,13 +1,13 @@
 """The offline cache model: recorded prompts replayed through the provider's own cache engine.
 
-Seed 000 says the provider's ``cached_tokens`` is a server-side variable we neither control nor can
-reproduce, so a cache-dependent figure must be modelled from the prompts themselves:
+The provider's ``cached_tokens`` is a server-side variable we neither control nor can reproduce
+(docs/method.md#warmth), so a cache-dependent figure must be modelled from the prompts themselves:
 
-* ``structural`` — §2.4: an ideal never-evict prefix cache per trial (arm-run lineage). Depends only on
-  content, so it is reproducible and server-independent.
+* ``structural`` — docs/method.md#structural-cache: an ideal never-evict prefix cache per trial
+  (arm-run lineage). Depends only on content, so it is reproducible and server-independent.
 * ``replay`` — one pass of a batch through a real profile (minimums, rounding, TTL, isolation) at a given
   warmth (``survival``), each trial in its own cache domain or, for the non-isolated control, one shared one.
-* ``warmth_sweep`` — §1.3: the uncached ratio between two arms slides with warmth; the sweep draws that
+* ``warmth_sweep`` — docs/method.md#warmth: the uncached ratio between two arms slides with warmth; the sweep draws that
   line from cold (survival 0, where it equals the total-token ratio exactly) to ideal (survival 1), with a
   seeded bootstrap band per level.
 
@@ -30,20 +30,20 @@ import pandas as pd
 
 from kit.provider.cache import CacheEngine, CacheProfile, Segment
 
-# The ideal cache of §2.4 expressed as an engine profile: every boundary stored, exact reads, no minimum,
-# never expires. Capacity is unbounded when the engine is built (never evict).
+# The ideal cache of docs/method.md#structural-cache as an engine profile: every boundary stored, exact
+# reads, no minimum, never expires. Capacity is unbounded when the engine is built (never evict).
 STRUCTURAL = CacheProfile(
     name="structural",
     kind="openai_implicit",
     source_urls=("https://github.com/steyangdot/PromptPilot/wiki/Measurement-Methodology",),
     checked="2026-06-16",
-    notes="seed 000 §2.4: longest common prefix with any earlier request of the same trial",
+    notes="docs/method.md#structural-cache: longest common prefix with any earlier request of the same trial",
 )
 _SHARED_DOMAIN = "shared"
 
 
 def structural(requests: pd.DataFrame) -> pd.DataFrame:
-    """Add ``input_tokens``, ``structural_cached`` and ``structural_uncached`` (seed 000 §2.4).
+    """Add ``input_tokens``, ``structural_cached`` and ``structural_uncached`` (docs/method.md#structural-cache).
 
     ``structural_cached`` is the longest common prefix, in tokens at segment boundaries, with any earlier
     request (by ``cycle``) of the same trial: an ideal cache that never evicts, with no minimum and no
@@ -98,7 +98,7 @@ def warmth_sweep(
     confidence: float = 0.95,
     domain_by: str | None = "trial_id",
 ) -> pd.DataFrame:
-    """The uncached ratio between two arms as a function of warmth (seed 000 §1.3), one row per level.
+    """The uncached ratio between two arms as a function of warmth (docs/method.md#warmth), one row per level.
 
     ``levels`` is a count of evenly spaced survival levels over [0, 1] or the levels themselves. Each level
     replays the whole batch through a fresh engine with the same ``seed`` (so hit sets are nested across

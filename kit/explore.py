@@ -1,6 +1,6 @@
 """Many batch folders side by side, for people comparing runs in JupyterLab (``notebooks/explore.ipynb``).
 
-Why: one batch's uncached ratio is one point on a warmth curve (seed 000 §1.3); only several batches,
+Why: one batch's uncached ratio is one point on a warmth curve (docs/method.md#warmth); only several batches,
 drawn on the same curve, show where each happened to sample it. So this module loads any number of
 analysed batch folders by glob into one set of tables (each row keeps its ``batch``), puts every
 batch's observed point on one replayed curve, and shows the same figure of each batch in a row.

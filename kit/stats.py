@@ -1,12 +1,12 @@
-"""Arm comparisons with seeded bootstrap intervals, and the seeds' rules enforced in code.
+"""Arm comparisons with seeded bootstrap intervals, and the method's rules enforced in code.
 
-Seed 000 is the reason this module refuses things: a "2.67x fewer uncached tokens" headline was two
-arms from two different runs divided by each other (a cross-run stitch), under different cache
-warmth. So a ratio comes from batches that hold both arms; dividing arms that never shared a batch
-raises :class:`StitchError` unless the caller asks for it, and then the row says "cross-run stitch".
-Uncached tokens ride the provider's cache, so their rows always carry the observed hit rates, and a
-claim that depends on the cache needs >= 3 batches plus a non-isolated control
-(:func:`warmth_invariance`).
+Why this module refuses things (docs/method.md#stitch): a published "2.67x fewer uncached tokens"
+headline was two arms from two different runs divided by each other (a cross-run stitch), under
+different cache warmth. So a ratio comes from batches that hold both arms; dividing arms that never
+shared a batch raises :class:`StitchError` unless the caller asks for it, and then the row says
+"cross-run stitch". Uncached tokens ride the provider's cache, so their rows always carry the observed
+hit rates (docs/method.md#totals), and a claim that depends on the cache needs >= 3 batches plus a
+non-isolated control (:func:`warmth_invariance`, docs/method.md#replication).
 
 Intervals: inside one interleaved batch, trials are paired by run and resampled together. The default
 is the studentized bootstrap (bootstrap-t) of the log ratio: in the known-truth study
@@ -15,7 +15,7 @@ in 83% of batches, bootstrap-t in 94.6%, at about twice the width; BCa, percenti
 (``scipy.stats.bootstrap``) remain available through ``method``. Across batches, a two-level bootstrap
 resamples batches, then runs within each chosen batch (numpy, percentile interval; scipy has no nested
 bootstrap). Every interval is seeded and reproducible; degenerate data give the estimate with NaN
-bounds and a note, not a crash.
+bounds and a note, not a crash (docs/method.md#intervals).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ Statistic = Callable[..., np.ndarray]
 
 
 class StitchError(ValueError):
-    """Two arms were compared across batches that never ran them together (seed 000 §1.1)."""
+    """Two arms were compared across batches that never ran them together (docs/method.md#stitch)."""
 
 
 def _ratio_stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -338,7 +338,7 @@ def ratio(
             raise StitchError(
                 f"arm {a!r} ran in batch(es) {sorted(batches_a)} and baseline {b!r} in {sorted(batches_b)}: "
                 "no batch holds both, so their ratio is a cross-run stitch under different cache warmth "
-                "(seed 000 §1.1); run them interleaved, or pass allow_stitch=True to label it"
+                "(docs/method.md#stitch); run them interleaved, or pass allow_stitch=True to label it"
             )
         if paired:
             raise ValueError("ratio(): a cross-run stitch cannot be paired (no batch holds both arms)")
@@ -439,8 +439,8 @@ def ratios(
 ) -> pd.DataFrame:
     """``analysis/ratios.csv``: every arm against ``baseline`` on every metric, one row each.
 
-    Total tokens and uncached input tokens always get their own rows (seed 000: two separate figures,
-    never one blended range); ``options`` go to :func:`ratio`.
+    Total tokens and uncached input tokens always get their own rows (two separate figures, never one
+    blended range: docs/method.md#totals); ``options`` go to :func:`ratio`.
     """
     wanted = list(dict.fromkeys([*HEADLINE_METRICS, *metrics]))
     rows = [ratio(trials, m, arm, baseline, **options) for arm in arms if arm != baseline for m in wanted]
@@ -458,9 +458,9 @@ def per_prompt_savings(
 ) -> dict:
     """Savings of ``arm`` over ``control`` per prompt, ``1 - arm/control``, summarised across prompts.
 
-    The three-arm design of seed 002 compares a skill with a terse control (not with no prompt at
-    all), so the skill is not credited with the generic effect. Replicates of a (prompt, arm) are
-    averaged first; prompts lacking either arm, or with a zero control, are left out with a note.
+    The three-arm design (docs/method.md#controls) compares a skill with a terse control (not with no
+    prompt at all), so the skill is not credited with the generic effect. Replicates of a (prompt, arm)
+    are averaged first; prompts lacking either arm, or with a zero control, are left out with a note.
     ``stdev`` is the sample standard deviation (``statistics.stdev``).
     """
     require_columns(values, ["prompt", "arm", "value"], "per_prompt_savings()")
@@ -522,9 +522,10 @@ def warmth_invariance(
 ) -> dict:
     """Does the ``a``/``b`` ratio move with cache warmth? Per-batch ratios against per-batch hit rates.
 
-    Seed 000 §1.3: even an interleaved uncached ratio slides with warmth, so a cache-dependent claim
-    needs >= 3 batches (to see the slope) and a non-isolated control (``control`` True, to measure the
-    contamination that isolation removed). ``claim_ok`` says whether both hold; ``reason`` says why not.
+    Even an interleaved uncached ratio slides with warmth (docs/method.md#warmth), so a cache-dependent
+    claim needs >= 3 batches (to see the slope; docs/method.md#replication) and a non-isolated control
+    (``control`` True, to measure the contamination that isolation removed). ``claim_ok`` says whether
+    both hold; ``reason`` says why not.
     """
     require_columns(trials, ["batch", "arm", metric], "warmth_invariance()")
     ok = _ok(trials)

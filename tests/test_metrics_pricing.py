@@ -186,7 +186,7 @@ def test_openai_write_billing():
 
 def test_codex_credits_card():
     usage = {"input_tokens": 1_000_000, "cache_read_tokens": 900_000, "output_tokens": 10_000}
-    # seed 001's card: 125 / 12.5 / 750 credits per 1M uncached-in / cached-in / out
+    # codex-batch-bench's card: 125 / 12.5 / 750 credits per 1M uncached-in / cached-in / out
     assert priced("gpt-5.6-sol", "credits", **usage) == pytest.approx(12.5 + 11.25 + 7.5)
     assert priced("gpt-5.5", "credits", **usage) == pytest.approx(31.25)
     # the card has no write column: writes bill as uncached input

@@ -1,4 +1,4 @@
-"""kit.stats: the stitch guard (seed 000's own example), bootstrap coverage, pairing, two levels, degenerate data."""
+"""kit.stats: the stitch guard (docs/method.md#stitch), bootstrap coverage, pairing, two levels, degenerate data."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def runs(batch: str, arm: str, mean: float, hit: float, *, total: float | None =
 
 @pytest.fixture(scope="module")
 def seed000() -> pd.DataFrame:
-    """Seed 000 §4: run v1 holds builtin and with_session interleaved; v2fix holds only with_session."""
+    """PromptPilot's published runs: v1 holds builtin and with_session interleaved; v2fix holds only with_session."""
     return pd.DataFrame(
         runs("v1", "builtin", 317_079, 0.932, total=4_664_958)
         + runs("v1", "with_session", 170_264, 0.861, total=1_224_729)

@@ -90,7 +90,7 @@ def _serve_call(call, files, cwd):
 
 
 def _run(policy, kind, system, files, seed=0, trial="t1"):
-    cwd = "/work/repo_a"
+    cwd = "/home/user/repo_a"
     system = system + f"\nPrimary working directory: {cwd}"
     messages = [Message("user", batch_read.PROMPT)]
     for cycle in range(60):

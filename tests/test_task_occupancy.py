@@ -20,7 +20,7 @@ from kit.tasks import occupancy as oc
 from kit.tasks import tooluse, userrepo
 from kit.tokens import count
 
-CWD = "/work/repo_a"
+CWD = "/home/user/repo_a"
 ALL = frozenset({"nonce", "cache_bust_tool", "prompt_cache_key"})
 PROFILE = {"sdk-openai": "openai-implicit", "sdk-anthropic": "anthropic"}
 

@@ -19,7 +19,7 @@ from kit.provider.policy import Conversation, ToolCall
 from kit.tasks import session_chain as sc
 from kit.tasks import tooluse, userrepo
 
-CWD = "/work/repo_a"
+CWD = "/home/user/repo_a"
 ALL = frozenset({"nonce", "cache_bust_tool", "prompt_cache_key"})
 PROFILE = {"sdk-openai": "openai-implicit", "sdk-anthropic": "anthropic"}
 

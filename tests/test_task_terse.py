@@ -1,4 +1,4 @@
-"""The terse pack (seed 002): data contract, real grading, a policy whose documented effect is recoverable."""
+"""The terse pack (docs/method.md#controls): data contract, grading, a policy whose documented effect is recoverable."""
 
 import hashlib
 import statistics

@@ -1,7 +1,7 @@
 """The kit's own records: the embedded provider's log and the SDK agents' response records.
 
-Lines are written by hand in the shape of /work/briefs/log_spec.md; the expected canonical rows are
-worked out by hand from each provider's convention (OpenAI inside, Anthropic on top).
+Lines are written by hand in the shape ``kit.provider.log`` and ``kit.agents.sdk`` write; the expected
+canonical rows are worked out by hand from each provider's convention (OpenAI inside, Anthropic on top).
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """Backend ``codex``: the real Codex CLI (``codex exec --json``), one process per turn.
 
 Every trial gets its own absolute ``CODEX_HOME`` and a pinned configuration given entirely on the
-command line (seed 001): memories, plugins, multi-agent and analytics off, no MCP servers but the
-kit's own, read-only sandbox, the model and effort, and ``project_root_markers=[]`` so Codex reads
-the work dir's AGENTS.md and no AGENTS.md of a folder above it (measured: without it, an AGENTS.md
-in any parent up to the git root joins the prompt). The model provider is the embedded one by
-default (retries off, so a failure is seen, not hidden) or the real endpoint, whose key travels only
-in the child's environment (``env_key``). Later turns use ``exec resume <thread>``, which appends to
-the same rollout; the rollout, stdout and stderr are copied into the trial folder.
+command line (as codex-batch-bench pins it, docs/method.md#sources): memories, plugins, multi-agent and
+analytics off, no MCP servers but the kit's own, read-only sandbox, the model and effort, and
+``project_root_markers=[]`` so Codex reads the work dir's AGENTS.md and no AGENTS.md of a folder above
+it (measured: without it, an AGENTS.md in any parent up to the git root joins the prompt). The model
+provider is the embedded one by default (retries off, so a failure is seen, not hidden) or the real
+endpoint, whose key travels only in the child's environment (``env_key``). Later turns use ``exec resume
+<thread>``, which appends to the same rollout; the rollout, stdout and stderr are copied into the trial
+folder.
 
 Arm placement on Codex (measured on 0.169.0 against the embedded provider's requests):
 
@@ -29,7 +30,7 @@ An arm's kit tools (``Arm.tools``, e.g. ``explore``) come from the same script a
 (namespace ``mcp__kit``) with ``default_tools_approval_mode="approve"``: ``codex exec`` cannot ask, and
 without it every call is refused ("MCP tool call requires approval", measured on 0.169).
 
-``backend_options``: ``codex_bin`` (a patched build for seed 001's binary-vs-binary comparison;
+``backend_options``: ``codex_bin`` (a patched build for codex-batch-bench's binary-vs-binary comparison;
 default the pinned ``.tools`` CLI, else PATH), ``effort`` (``model_reasoning_effort``), ``home_root``
 and ``keep_home`` (where per-trial homes go, and keeping them for debugging).
 """

@@ -6,7 +6,7 @@ out of the root, symlink loops and NUL bytes are refused as tool errors, which t
 listing leaves out what resolves elsewhere). A file is read only up to what a reply can hold.
 
 ``SPECS`` are offered to every trial. ``EXTRA_SPECS`` are offered only to arms that list them in
-``Arm.tools``: ``explore`` is a code-exploration tool in the style of codegraph's (seed 004) that
+``Arm.tools``: ``explore`` is a code-exploration tool in the style of codegraph's (docs/method.md#occupancy) that
 answers a symbol or a few words with the best-matching definitions as dense, line-numbered excerpts
 plus the lines that reference them, so an agent gets the relevant code without reading whole files.
 """

@@ -2,7 +2,7 @@
 
 Neither CLI has a flag that adds a function tool, but both load MCP servers. Two uses:
 
-- ``cache-bust NAME``: the trial's ``cache_bust_<id>`` (seed 003), described "Never call this tool." and
+- ``cache-bust NAME``: the trial's ``cache_bust_<id>`` (docs/method.md#isolation), described "Never call this tool." and
   answering ``{"success": true}`` if a model calls it anyway, so a trial never fails because of it.
   Standard library only, so it starts in milliseconds with whatever Python runs the kit.
 - ``kit-tools WORKDIR TOOL…``: the kit's extra tools (``Arm.tools``, e.g. ``explore``) over the work
@@ -14,7 +14,7 @@ Protocol: newline-delimited JSON-RPC 2.0 over stdin/stdout (MCP's stdio transpor
 tool's own failure (a path outside the work dir, say) is a result with ``isError``, which the model sees.
 
 Usage: ``python kit/agents/mcp_server.py cache-bust cache_bust_<id>`` or
-``python kit/agents/mcp_server.py kit-tools /work/dir explore`` (the file path, as the CLIs start it).
+``python kit/agents/mcp_server.py kit-tools /path/to/workdir explore`` (the file path, as the CLIs start it).
 """
 
 from __future__ import annotations

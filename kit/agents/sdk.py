@@ -6,7 +6,7 @@ plus the trial's ``cache_bust_<id>`` tool first in the tool list when that isola
 ``{"success": true}`` if a model calls it anyway). Every API response is recorded as received to
 ``sdk_responses.jsonl`` before the loop acts on it, with its turn and session.
 
-Sessions (``Arm.session``, seed 000): ``resume`` carries one conversation across every turn (native
+Sessions (``Arm.session``, docs/method.md#sources): ``resume`` carries one conversation across every turn (native
 resume: the whole transcript, tool output included, is re-sent). ``fresh`` starts each later turn as a
 new conversation whose first user message holds a compact, bounded summary of the earlier turns'
 questions and final answers (``session_summary``), then the new question. Isolation is per trial, not
@@ -261,7 +261,7 @@ def _loop(
 
 
 def _execute(files: FileTools, spec: TrialSpec, name: str, args: dict) -> tuple[str, bool]:
-    """(output, is_error) of one tool call; the cache-bust tool answers harmlessly (seed 003)."""
+    """(output, is_error) of one tool call; the cache-bust tool answers harmlessly (docs/method.md#isolation)."""
     if name == spec.cache_bust_tool:
         return CACHE_BUST_RESULT, False
     try:

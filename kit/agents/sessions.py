@@ -1,8 +1,8 @@
 """What each turn's user message is, in every backend: the question, and for a fresh session the summary.
 
-An arm's ``session`` is ``resume`` (one conversation carries every turn, seed 000's builtin) or
+An arm's ``session`` is ``resume`` (one conversation carries every turn: the PromptPilot write-up's builtin arm) or
 ``fresh`` (each later turn is a new session whose first message summarises the earlier turns' questions
-and final answers, seed 000's with_session). The SDK agents and the CLI backends build the message
+and final answers: its with_session arm; docs/method.md#sources). The SDK agents and the CLI backends build the message
 here, so the two modes mean the same thing whichever client runs the trial.
 """
 

@@ -1,12 +1,12 @@
-"""Task pack ``batch-read`` (seed 001): a read-heavy investigation whose reads are independent.
+"""Task pack ``batch-read``: a read-heavy investigation whose reads are independent (codex-batch-bench).
 
 The fixture is a frozen synthetic Python repository: 12 pipeline modules, ``config/defaults.toml``
 and ``MANIFEST.txt`` (presets ``small`` and ``large``). The prompt asks for a per-module table
 (public functions, config keys read, imports) and the config keys no module reads. After the
 manifest, every file read is known-independent: the ideal workload for issuing reads together.
 
-Arms: ``placebo`` (a length-matched, style-only instruction) and ``batching`` (an instruction to
-issue independent reads together, Promise.allSettled-style).
+Arms (docs/method.md#controls): ``placebo`` (a length-matched, style-only instruction) and ``batching``
+(an instruction to issue independent reads together, Promise.allSettled-style).
 
 True effect of the scripted policy (the analysis must recover it): on each cycle with reads
 pending, the model issues *all* remaining independent reads in one response with probability
@@ -169,7 +169,7 @@ def analyse_module(source: str) -> tuple[list[str], list[str], list[str]]:
 
 
 def grade(answer: str, fixture: Fixture) -> Grade:
-    """Modules named (n/12) and true unused keys found (n/6), from the final answer (seed 001)."""
+    """Modules named (n/12) and true unused keys found (n/6), from the final answer (docs/method.md#grading)."""
     table_part, _, unused_part = answer.partition("Unused config keys")
     named = [m.name for m in fixture.modules if re.search(rf"^\|\s*{m.name}\s*\|", table_part, re.MULTILINE)]
     listed = set(re.findall(r"[A-Za-z0-9_]+", unused_part))
@@ -218,7 +218,7 @@ class BatchReadPack(RepoFixture):
     preset: str = "small"
     p_batch: float = 0.9
     q_batch: float = 0.15
-    repo: str | None = None  # seed 001's run-real: the user's repository (read-only copy) instead of the fixture
+    repo: str | None = None  # run-real: the user's repository (read-only copy) instead of the fixture
     globs: list[str] = field(default_factory=list)
     prompt: str | None = None  # replaces the question (e.g. for a user repository)
     name: str = "batch-read"

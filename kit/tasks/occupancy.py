@@ -1,4 +1,4 @@
-"""Task pack ``occupancy`` (seed 004): residual context occupancy over a three-turn resumed session.
+"""Task pack ``occupancy`` (docs/method.md#occupancy): residual context occupancy over a three-turn resumed session.
 
 The fixture is a small synthetic Python web framework (``relay``): requests are dispatched through a
 middleware chain, unmatched routes fall back to a not-found handler, and routes are registered with
@@ -537,7 +537,7 @@ class OccupancyPack(QuestionChain):
     reads_first: int = 2
     repo: str | None = None
     globs: list[str] = field(default_factory=list)
-    questions: str | None = None  # a `||`-separated chain replacing the three questions (seed 004)
+    questions: str | None = None  # a `||`-separated chain replacing the three questions (as codegraph's harness)
     name: str = "occupancy"
 
     @property

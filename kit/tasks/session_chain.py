@@ -1,4 +1,4 @@
-"""Task pack ``session-chain`` (seed 000's chain_auth): five chained turns on a repository with a seeded bug.
+"""Task pack ``session-chain`` (PromptPilot's chain_auth): five chained turns on a repository with a seeded bug.
 
 The fixture is a small synthetic Python web service whose auth package has an off-by-one in token
 expiry: the check uses a strict comparison, so a token is still accepted at exactly its expiry second.
@@ -6,9 +6,10 @@ Module and function names, the form of the faulty comparison and the token lifet
 seed. The turns build on each other: T1 where authentication happens, T2 the expiry check (file,
 function, line), T3 explain the bug, T4 propose the fix as a diff, T5 write the test plan.
 
-Arms (seed 000): ``builtin`` resumes one session across the turns (native resume: the whole
-transcript, every file read included, is carried and re-sent); ``with_session`` starts every turn as a
-fresh session given a compact summary of the earlier questions and answers (``kit.agents.sdk``).
+Arms (as in that write-up, docs/method.md#sources): ``builtin`` resumes one session across the turns
+(native resume: the whole transcript, every file read included, is carried and re-sent);
+``with_session`` starts every turn as a fresh session given a compact summary of the earlier questions
+and answers (``kit.agents.sdk``).
 
 True effect of the scripted policy (the analysis must recover it): each turn needs certain files in
 view (T1 the session module, found by searching for ``auth|Auth`` and reading every non-test hit: the
@@ -22,7 +23,7 @@ So ``with_session`` makes more tool calls and reads more, but sends fewer total 
 transcript is carried. Measured on the embedded provider (seed 0, 10 trials per arm, sdk-openai /
 sdk-anthropic): total tokens builtin / with_session 2.21x / 2.18x with preset large and 1.53x / 1.44x
 with preset small; with_session makes 1.5x the file reads (15.1 vs 10.2) and 1.4x the model responses.
-The uncached ratio is not a property of the pack: it slides with cache warmth (seed 000 §1.3). Cold,
+The uncached ratio is not a property of the pack: it slides with cache warmth (docs/method.md#warmth). Cold,
 it equals the total ratio; at the embedded provider's warmth (cache hit rate builtin 84%, with_session
 35%, preset large) builtin / with_session uncached is ~0.54x, inverted, because builtin's long
 transcript is mostly cache reads. Report total and uncached separately, never as one range.

@@ -1,8 +1,8 @@
-"""Task pack ``terse`` (seed 002): does a compression skill shorten answers beyond "Answer concisely."?
+"""Task pack ``terse`` (docs/method.md#controls): does a compression skill shorten answers beyond "Answer concisely."?
 
 Twelve developer questions (``kit/data/terse_prompts.txt``), one per trial: the trial's run index picks
 the question (:meth:`TersePack.prompts_for`), so ``runs_per_arm`` = 12 asks each once per arm and
-trials pair by question. Three arms, all in the system prompt, as in seed 002:
+trials pair by question. Three arms, all in the system prompt, as in caveman's evals:
 
 - ``baseline``: no instruction;
 - ``terse``: ``Answer concisely.`` (the control);
@@ -23,7 +23,7 @@ per-question saving ``1 - skill/terse`` is ~ ``1 - skill_ratio * exp(noise**2)``
 its median ~ ``1 - skill_ratio`` (0.40). Quality: baseline and terse state every key fact (grade 1);
 skill drops one of its three facts with probability ``drop_fact_p`` (0.2), so its expected grade is
 ``1 - drop_fact_p / 3`` (0.933), with no effect on its length. The skill text also adds input tokens to
-every request, which the total-token headline counts and an output-only measurement (seed 002) misses.
+every request, which the total-token headline counts and an output-only measurement (caveman's) misses.
 """
 
 from __future__ import annotations

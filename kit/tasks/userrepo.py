@@ -1,4 +1,4 @@
-"""Pointing a task pack at the user's own repository instead of its generated fixture (seed 001's ``run-real``).
+"""Pointing a task pack at the user's own repository instead of its generated fixture (``run-real``).
 
 A pack given ``repo: PATH`` (and optionally ``globs``) copies the matching files into each arm's
 working folder; the agents only ever see that copy, so the user's repository is never written, moved

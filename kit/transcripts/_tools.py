@@ -1,6 +1,6 @@
 """Tool results as rows: which family a tool belongs to, and how many characters its result put in context.
 
-Categories follow the occupancy method (seed 004): file access is Read + Grep/Glob + shell, and shell
+Categories follow the occupancy method (docs/method.md#occupancy): file access is Read + Grep/Glob + shell, and shell
 counts because agents often ``cat``/``grep`` through it. ``exec`` is Codex's command tool, ``explore``
 directory listing and exploration tools; everything else is ``other``. Cycle convention, for every
 format: a result's ``cycle`` is the first request that carries it, i.e. the calling response's
@@ -28,10 +28,10 @@ _BY_NAME = {
         "list_dir",
         "list_directory",
         "tree",
-    },  # finding files: the Grep/Glob family of seed 004
+    },  # finding files: the Grep/Glob family of docs/method.md#occupancy
     "bash": {"bash", "bashoutput", "shell", "shell_command", "local_shell", "run_shell", "run_command"},
     "exec": {"exec_command", "exec", "write_stdin", "command_execution"},
-    "explore": {"explore"},  # a code-exploration tool returning dense excerpts (seed 004's codegraph_explore)
+    "explore": {"explore"},  # a code-exploration tool returning dense excerpts (like codegraph_explore)
 }
 _LOOKUP = {name: category for category, names in _BY_NAME.items() for name in names}
 

@@ -1,6 +1,6 @@
 """Provider usage objects mapped onto the canonical token columns, one function per convention.
 
-This is the one place where the conventions meet (DESIGN.md): OpenAI and Codex count cached and
+This is the one place where the conventions meet (docs/method.md#conventions): OpenAI and Codex count cached and
 cache-written tokens INSIDE ``input_tokens``; Anthropic adds ``cache_creation_input_tokens`` and
 ``cache_read_input_tokens`` ON TOP of ``input_tokens``. Every function returns the canonical token
 keys plus ``usage_known``. A usage that is absent, or all zeros (clients write zeros when a server

@@ -1,4 +1,4 @@
-"""The embedded provider's request log (``provider_log.jsonl``, /work/briefs/log_spec.md).
+"""The embedded provider's request log (``provider_log.jsonl``, written by ``kit.provider.log``).
 
 Usage is already canonical (input holds every prompt token), so this reader only checks and copies.
 The log knows the trial (``trial_id``), so cycles are numbered per trial within a file. A request the

@@ -1,4 +1,4 @@
-"""The kit's own SDK agents' response records (``sdk_responses.jsonl``, /work/briefs/log_spec.md).
+"""The kit's own SDK agents' response records (``sdk_responses.jsonl``, written by ``kit.agents.sdk``).
 
 Each line holds an API response body as the client received it, so its usage follows that API's own
 convention: Responses and Chat Completions count cached and written tokens inside the input,
