@@ -497,11 +497,12 @@ _NUMBER = r"[+\-−]?[\d.,]+%?"
 _INTERVAL = re.compile(rf"{_NUMBER}(?:–| to ){_NUMBER}")
 
 
-def _cell_class(text: str) -> str:
-    """CSS class of a table cell: intervals and numbers stay on one line (a wrapped "1.45–\n76.63" misreads)."""
-    if _INTERVAL.fullmatch(text.strip()):
-        return "interval"
-    return "number" if re.fullmatch(_NUMBER, text.strip()) else "text"
+def _classed_cell(match: re.Match) -> str:
+    """A table cell, classed when it holds an interval or a number: those stay on one line (a wrapped
+    "1.45–" / "76.63" misreads), while text cells may wrap."""
+    text = match.group(1)
+    kind = "interval" if _INTERVAL.fullmatch(text.strip()) else "number" if re.fullmatch(_NUMBER, text.strip()) else ""
+    return f'<td class="{kind}">{text}</td>' if kind else match.group(0)
 
 
 def _html(markdown: str, title: str) -> str:
@@ -509,7 +510,7 @@ def _html(markdown: str, title: str) -> str:
     body = _RENDER(markdown)
     body = body.replace("<p>SIMULATION:", '<p class="banner">SIMULATION:', 1)
     body = body.replace("<table>", '<div class="table-wrap"><table>').replace("</table>", "</table></div>")
-    body = _CELL.sub(lambda m: f'<td class="{_cell_class(m.group(1))}">{m.group(1)}</td>', body)
+    body = _CELL.sub(_classed_cell, body)
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{_CSS}</style></head>\n<body>\n{body}</body></html>\n"
