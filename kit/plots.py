@@ -241,7 +241,7 @@ def warmth_vs_ratio(warmth: pd.DataFrame, observed: pd.DataFrame, design: dict) 
             if len(x) and 0 < np.nanmax(x) < 0.995:
                 notes.append(
                     f"full cache survival ({arm_a} / {arm_b}) reaches a {np.nanmax(x):.0%} mean hit rate: "
-                    "the tokens each request appends are never a cache hit"
+                    "what each request appends is not yet cached"
                 )
     if not observed.empty:
         _require(observed, ["batch", "hit_rate_a", "hit_rate_b", "uncached_ratio"], "observed")
