@@ -1,30 +1,43 @@
-"""Every task pack runs a small batch on a real CLI against the embedded provider, and parses exactly."""
+"""Every task pack runs a small batch on both real CLIs against the embedded provider, through all four
+stages: run, parse (exactly), analyze and plot.
+
+Small presets and one run of two arms keep each case to seconds; analyze and plot are called as their
+notebooks call them (``analyze.analyze_batches``, ``publish.publish``), without a kernel per stage,
+which the pipeline tests already start. Fresh-session arms write one transcript per turn on both
+CLIs, so these batches are also where trials with several transcript files go through every analysis.
+"""
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from kit import parse, pipeline, run, tasks
+from kit import analyze, occupancy, parse, pipeline, publish, run, tasks
 from kit.agents import cli_common
 
 ROOT = Path(__file__).resolve().parent.parent
 PARAMS = {"batch-read": "demo", "terse": "terse", "occupancy": "occupancy", "session-chain": "session-chain"}
+SMALL = {"occupancy": {"preset": "small"}, "session-chain": {"preset": "small"}}  # the others are small already
 
 pytestmark = pytest.mark.e2e
 
+CASES = [(task, backend) for task in sorted(tasks.PACKS) for backend in ("codex", "claude")]
 
-# fresh sessions on both CLIs; occupancy's explore tool reaches both through the kit's MCP server
-CASES = [(task, "codex") for task in sorted(tasks.PACKS)] + [("session-chain", "claude"), ("occupancy", "claude")]
+
+def small_batch(tmp_path: Path, task: str, backend: str) -> Path:
+    """The pack's parameters for two arms, one run each, on ``backend``; the batch folder after the run."""
+    params = pipeline.load_params(str(ROOT / f"params/{PARAMS[task]}.yaml"))
+    params.update(outputs_dir=str(tmp_path), batch=task, backend=backend, runs_per_arm=1, concurrency=2, profile=None)
+    params["arms"] = params["arms"][:2]
+    params["task_options"] = {**params["task_options"], **SMALL.get(task, {})}
+    return run.run_batch(run.configure(params), progress=False)
 
 
 @pytest.mark.parametrize(("task", "backend"), CASES)
 def test_pack_small_batch_on_a_cli(tmp_path, task, backend):
     if not (cli_common.TOOLS_BIN / backend).exists():
         pytest.skip(f"{backend} CLI not installed in {cli_common.TOOLS_BIN} (make e2e-tools)")
-    params = pipeline.load_params(str(ROOT / f"params/{PARAMS[task]}.yaml"))
-    params.update(outputs_dir=str(tmp_path), batch=task, backend=backend, runs_per_arm=1, concurrency=2, profile=None)
-    params["arms"] = params["arms"][:2]
-    folder = run.run_batch(run.configure(params), progress=False)
+    folder = small_batch(tmp_path, task, backend)
     tables = parse.parse_batch(folder)
     trials = tables["trials"]
     assert list(trials["status"]) == ["ok", "ok"], list(run.summary(folder)["reason"])
@@ -32,6 +45,9 @@ def test_pack_small_batch_on_a_cli(tmp_path, task, backend):
     assert (trials["total_tokens"] > 0).all() and (trials["cycles"] >= len(tasks.get(task).prompts_for(0))).all()
     graded = trials["grade"].dropna()
     assert len(graded) == 2 and (graded > 0).all()
+    requests = tables["requests"]
+    for _, rows in requests.groupby("trial_id"):  # cycle counts the trial's responses across its files
+        assert rows["cycle"].tolist() == list(range(len(rows))), rows[["source_path", "cycle", "file_cycle"]]
     if task == "occupancy":  # the explore arm explored (through MCP), the files arm read files
         calls = trials.set_index("arm")[["calls_explore", "calls_read", "calls_exec", "calls_bash", "calls_other"]]
         reading = ["calls_read", "calls_exec", "calls_bash"]
@@ -39,3 +55,18 @@ def test_pack_small_batch_on_a_cli(tmp_path, task, backend):
         assert calls.loc["files", "calls_explore"] == 0 and calls.loc["files", reading].sum() > 0
         # Claude Code defers MCP tools: one ToolSearch loads explore; Codex offers it from the start
         assert calls.loc["explore", "calls_other"] == (1 if backend == "claude" else 0)
+
+    result = analyze.analyze_batches([folder], n_resamples=200, warmth_levels=5)
+    occ = result["occupancy_trials"]
+    assert len(occ) == 2 * len(occupancy.CATEGORIES) and occ["tokens"].notna().all()
+    assert result["trials"]["structural_uncached"].notna().all()
+    published = publish.publish(folder)
+    assert (folder / "figures" / "cycle_growth.png").is_file() and Path(published["report"]).is_file()
+
+    if task == "session-chain":  # with_session: each of the five turns a fresh session, in its own file
+        fresh = requests[requests["arm"] == "with_session"]
+        assert fresh["source_path"].nunique() == 5 and fresh["turn"].drop_duplicates().tolist() == [1, 2, 3, 4, 5]
+        assert (fresh["file_cycle"] == 0).sum() == 5 and (fresh["file_role"] == "main").all()
+        sessions = occ.drop_duplicates("trial_id").set_index("arm")["sessions"]
+        assert sessions.to_dict() == {"builtin": 1, "with_session": 5}
+        assert not pd.read_parquet(folder / "tables" / "requests.parquet")["sidechain"].any()

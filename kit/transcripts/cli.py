@@ -1,8 +1,14 @@
 """``python -m kit parse PATH… [--format auto] [--out FILE] [--strict]``: transcripts to a table, with totals.
 
 Prints one line of token totals per file and overall (a file with responses of unknown usage says how
-many, because its sums are then partial), then every issue as ``file:line: reason``. Exit status 1
-when ``--strict`` meets a problem, 2 for a bad command line.
+many, because its sums are then partial), then every issue as ``file:line: reason``. A kit batch or
+trial folder holds every response several times (the backend's transcripts, the provider's logs, the
+SDK records), so there each response is read once, from the primary source the parse stage uses
+(``kit.transcripts.sources``), numbered across the trial as the parse stage numbers it; the other files
+are cross-checks whose disagreements are listed with the issues, as are the transcripts' own
+(a total the rows do not reproduce, an output count raised to a ``result`` line's). Any other folder
+is read file by file. Exit status 1 when a path does not exist, when nothing could be read, or when
+``--strict`` meets a problem; 2 for a bad command line.
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from kit import schema
 from kit.layout import write_table
-from kit.transcripts import FORMATS, TranscriptError, read
+from kit.transcripts import FORMATS, TranscriptError, read, sources
 
 TOTALS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "uncached_input_tokens", "output_tokens"]
 TOTALS += ["total_tokens"]
@@ -38,30 +45,111 @@ def write(df: pd.DataFrame, out: Path) -> None:
     write_table(out, df)
 
 
+def trial_rows(trial: sources.Trial, format: str = "auto", strict: bool = False) -> tuple[pd.DataFrame, list[dict]]:
+    """A trial's rows as the parse stage makes them (primary sources, numbered across the trial, identity
+    from meta.json) and every issue: the transcripts', their own cross-checks, and each other file's
+    disagreement with them (the provider log request by request, other formats in sums)."""
+    rows, _ = sources.number(read(trial.primary, format=format, strict=strict))
+    rows = rows.assign(**trial.ident, backend=trial.meta.get("backend"))
+    issues = [*rows.attrs["issues"], *sources.disagreements(rows)]
+    if trial.log is not None and trial.log not in trial.primary:
+        logged = read([trial.log])
+        issues += [*logged.attrs["issues"], *sources.crosscheck(rows, logged, trial.log)]
+    for other in trial.others:
+        theirs = read([other])
+        issues += [*theirs.attrs["issues"], *sources.totals_check(rows, theirs, other)]
+    return rows, issues
+
+
+def batch_check(rows: pd.DataFrame, log: Path) -> list[dict]:
+    """The batch-wide request log against the trials read, trial by trial; trials it has and the folder
+    lacks (never finished: no meta.json) are named in one line."""
+    logged = read([log])
+    issues = list(logged.attrs["issues"])
+    read_ids = set(rows["trial_id"].dropna())
+    for trial_id, theirs in logged.groupby("trial_id", sort=True):
+        if trial_id in read_ids:
+            issues += sources.crosscheck(rows[rows["trial_id"] == trial_id], theirs.reset_index(drop=True), log)
+    missing = sorted(set(logged["trial_id"].dropna()) - read_ids)
+    if missing:
+        reason = f"cross-check: responses logged for {len(missing)} trial(s) with no finished trial folder: "
+        issues.append({"source_path": str(log), "source_line": 0, "reason": reason + ", ".join(missing)})
+    return issues
+
+
+def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tuple[pd.DataFrame, list[dict], str]:
+    """Rows of every path, every issue, and a line saying which kit folders were read and how."""
+    frames, issues, loose, trials, checks = [], [], [], 0, 0
+    for path in paths:
+        folders = sources.trial_folders(path) if path.is_dir() else None
+        if folders is None:
+            loose.append(path)
+            continue
+        read_here = []
+        for folder in folders:
+            trial = sources.trial(folder)
+            if not trial.primary:
+                issues.append({"source_path": str(folder), "source_line": 0, "reason": "no transcript in trial folder"})
+                continue
+            rows, found = trial_rows(trial, format, strict)
+            read_here.append(rows)
+            issues += found
+            checks += len(trial.others) + (trial.log is not None and trial.log not in trial.primary)
+        trials += len(folders)
+        log = sources.batch_log(path)
+        if log is not None and read_here:
+            issues += batch_check(pd.concat(read_here, ignore_index=True), log)
+            checks += 1
+        frames += read_here
+    if loose:
+        df = read(loose, format=format, strict=strict)
+        frames.append(df)
+        issues += [*df.attrs["issues"], *sources.disagreements(df)]
+    frames = [f for f in frames if len(f)]
+    df = pd.concat(frames, ignore_index=True) if frames else schema.requests_frame([])
+    note = ""
+    if trials:
+        note = f"{trials} kit trial folder(s): each response read once, from its primary source; "
+        note += f"{checks} other file(s) of the same responses cross-checked (disagreements listed below)"
+    return schema.requests_frame(df.to_dict("records")), issues, note
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kit parse", description="Read agent transcripts into rows.")
-    parser.add_argument("paths", nargs="+", type=Path, help="transcript files, or folders of *.jsonl / *.txt")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        help="transcript files, kit batch or trial folders, or folders of *.jsonl / *.txt",
+    )
     parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
     parser.add_argument("--out", type=Path, help="write the rows to FILE (.parquet or .csv)")
     parser.add_argument("--strict", action="store_true", help="stop at the first unreadable line")
     args = parser.parse_args(argv)
     if args.out is not None and args.out.suffix not in (".parquet", ".csv"):
         parser.error(f"--out {args.out}: expected a .parquet or .csv file name")
+    missing = [str(p) for p in args.paths if not p.exists()]
+    if missing:
+        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 1
     try:
-        df = read(args.paths, format=args.format, strict=args.strict)
+        df, issues, note = collect(args.paths, format=args.format, strict=args.strict)
     except TranscriptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if df.empty:
-        print("no API responses found")
-    else:
+    if note:
+        print(note)
+    if not df.empty:
         with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 80):
             print(totals(df).to_string())
-    if args.out is not None:
+    if args.out is not None and not df.empty:
         write(df, args.out)
         print(f"wrote {len(df)} rows to {args.out}")
-    for issue in df.attrs["issues"]:
+    for issue in issues:
         print(f"{issue['source_path']}:{issue['source_line']}: {issue['reason']}", file=sys.stderr)
+    if df.empty:
+        print(f"error: no API responses could be read from {', '.join(map(str, args.paths))}", file=sys.stderr)
+        return 1
     return 0
 
 
