@@ -1,6 +1,6 @@
 """The analyze stage: trials of one or more batches into honest ratios under ``analysis/``.
 
-Seed 000 is the specification: total tokens is the headline; uncached tokens are a separate
+docs/method.md is the specification (#totals, #warmth): total tokens is the headline; uncached tokens are a separate
 figure carrying each arm's observed hit rate; a deterministic structural-cache figure is computed
 from the prompts themselves; the warmth sweep replays the recorded requests through the same
 cache engine the provider uses, so a reader sees that one uncached ratio is a point on a curve.
@@ -73,7 +73,7 @@ def design_of(manifests: list[dict]) -> dict[str, Any]:
 def shared_first_prefix(segments: pd.DataFrame) -> int | None:
     """Tokens at the head of EVERY trial's first request: what isolation cannot (or did not) separate.
 
-    Seed 003: with a ``cache_bust_<id>`` tool at the top of the prefix this is 0; with only a nonce at
+    docs/method.md#isolation: with a ``cache_bust_<id>`` tool at the top of the prefix this is 0; with only a nonce at
     the system→task boundary it is the tools + system prompt, which the report states.
     """
     firsts = segments[segments["cycle"] == 0]
@@ -200,8 +200,8 @@ def analyze_batches(
 def savings(
     trials: pd.DataFrame, baseline: str, others: list[str], *, confidence: float, n_resamples: int, seed: int
 ) -> pd.DataFrame:
-    """Seed 002's per-prompt savings ``1 - arm/baseline``, one prompt per run index (the question-bank
-    packs ask question i in run i of every arm), for output and total tokens: median/mean/min/max/stdev
+    """The per-prompt savings ``1 - arm/baseline`` (docs/method.md#savings), one prompt per run index (the
+    question-bank packs ask question i in run i of every arm), for output and total tokens: median/mean/min/max/stdev
     across runs plus a bootstrap CI on the mean. With a repeated single prompt it is per run."""
     ok = trials[trials["status"] == "ok"]
     rows = []
@@ -224,7 +224,7 @@ def savings(
 
 
 def _warmth_invariance(trials: pd.DataFrame, baseline: str, others: list[str], seed: int) -> pd.DataFrame:
-    """Seed 000 §2.2: does each uncached ratio move with the batches' hit rates? (needs >= 3 batches)."""
+    """docs/method.md#replication: does each uncached ratio move with the batches' hit rates? (needs >= 3 batches)."""
     keys = ["arm", "baseline", "n_batches", "spearman_rho", "p_value", "has_control", "control_hit_rate",
             "isolated_hit_rate", "claim_ok", "reason", "verdict"]  # fmt: skip
     rows = [stats.warmth_invariance(trials, arm, baseline, seed=seed) for arm in others]

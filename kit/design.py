@@ -126,7 +126,7 @@ def schedule(
         if not allow_blocked:
             raise ParamError(
                 "order",
-                "'blocked' separates arms in time (seed 000: the drift confound); set allow_blocked: true to insist",
+                "'blocked' separates arms in time (drift: docs/method.md#interleaving); allow_blocked: true insists",
                 ["alternate", "random"],
             )
         pairs = [(run, arm) for arm in arms for run in range(runs_per_arm)]
@@ -156,7 +156,7 @@ def isolation_parts(mode: str) -> set[str]:
 
 
 def prompt_cache_key(batch: str, salt: str, arm: str, run: int) -> str:
-    """Seed 000 §2.3: a fresh key per (batch, arm, run), constant for every turn of the trial."""
+    """docs/method.md#isolation: a fresh key per (batch, arm, run), constant for every turn of the trial."""
     return f"kit:{batch}:{salt}:{arm}:run{run}"
 
 

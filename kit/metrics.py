@@ -174,7 +174,7 @@ def arm_summary(
 def headline(
     trials: pd.DataFrame, baseline: str, ratios: pd.DataFrame, *, confidence: float = 0.95, seed: int = 0
 ) -> pd.DataFrame:
-    """``analysis/headline.csv``: total tokens per arm, then its ratio to ``baseline`` (seed 000's headline).
+    """``analysis/headline.csv``: total tokens per arm, then its ratio to ``baseline`` (docs/method.md#totals).
 
     ``ratios`` is :func:`kit.stats.ratios` output; the baseline's own ratio columns stay empty.
     """

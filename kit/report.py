@@ -391,7 +391,7 @@ def _share(value) -> str:
 
 
 def _savings_section(savings: pd.DataFrame | None) -> list[str]:
-    """Seed 002's per-prompt savings table (analysis/savings.csv): the spread across prompts, not one mean.
+    """The per-prompt savings table (analysis/savings.csv; docs/method.md#savings): spread across prompts, not one mean.
 
     Why: a mean saving can hide prompts where the arm costs more; median, min, max and stdev show it.
     """

@@ -1,6 +1,6 @@
 """Figures and report of a batch: their content, not just that they draw.
 
-The frames are small synthetic ones in the shapes of tables_spec.md; numbers are chosen so the
+The frames are small synthetic ones in the shapes of docs/tables.md; numbers are chosen so the
 expected sentences can be worked out by hand.
 """
 
