@@ -27,6 +27,7 @@ from kit.layout import BatchDir
 from kit.provider import Conversation, Reply, serve
 from kit.provider.log import read as read_log
 from kit.tasks.batch_read import BATCHING, PROMPT
+from kit.transcripts import cli, sources
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED_OPENAI = "sk-proj-PLANTEDfakeOpenAIkey0123456789abcdef"
@@ -333,7 +334,10 @@ def test_small_batch_runs_through_the_run_stage_without_the_key(backend, tmp_pat
         assert meta["grade"] == 1.0
         tdir = folder / "raw" / meta["trial_id"]
         assert all((tdir / name).is_file() for name in meta["transcripts"])
-        rows = transcripts.read(tdir / meta["transcripts"][0])
+        # what ``python -m kit parse`` reads of the folder: the rollout or session file, once; the stdout
+        # stream and the provider log only cross-check it, and agree
+        rows, issues = cli.trial_rows(sources.trial(tdir))
+        assert issues == [] and set(rows["source_path"]) == {str(tdir / meta["transcripts"][0])}
         log = [orjson.loads(line) for line in (tdir / "provider_log.jsonl").read_bytes().splitlines()]
         assert usage_rows(rows) == [{c: r["usage"][c] for c in USAGE} for r in log]
         assert meta["cycles"] == len(log)
