@@ -4,8 +4,8 @@ Per trial, the backend's own transcripts are the primary source (the SDK agents'
 the Codex rollouts, the Claude session files: ``kit.transcripts.sources``, the one rule ``python -m kit
 parse`` follows too); the embedded provider's log of the same trial is a cross-check, and any
 disagreement between the two is reported in ``parse_issues``, never silently resolved
-(docs/method.md#sources). A trial's files (fresh sessions, subagents, compactions) are numbered in
-start order, so ``cycle`` counts the trial's responses (docs/method.md#transcripts). The provider log
+(docs/method.md#transcripts). A trial's files (fresh sessions, subagents, compactions) are numbered in
+start order, so ``cycle`` counts the trial's responses (docs/tables.md). The provider log
 also gives each request's prompt segments (content hashes and token counts), which the cache model
 replays offline.
 """

@@ -6,17 +6,16 @@ agents' records, ``codex exec --json`` stdout beside Codex rollouts; a batch fol
 request log (``raw/_provider/requests.jsonl``). Reading them all would count every response two or three
 times, so one rule, here, picks the primary source of each trial for the parse stage (``kit.parse``)
 and for ``python -m kit parse`` alike: every file in the format the backend lists first in
-``meta.json``; the rest are cross-checks (docs/method.md#sources).
+``meta.json``; the rest are cross-checks (docs/method.md#transcripts).
 
 A trial with fresh sessions, subagents or compactions has several primary files, each numbering its
 responses from 0. ``number`` orders them by start time and numbers ``cycle`` across the trial (the
 canonical row's contract, docs/tables.md), keeping the per-file count as ``file_cycle`` and the file's
-role (``main``, ``subagent``, ``compaction``) as ``file_role`` (docs/method.md#transcripts).
+role (``main``, ``subagent``, ``compaction``) as ``file_role`` (docs/design.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +29,6 @@ from kit.transcripts._detect import detect
 META = "meta.json"
 PROVIDER_LOG = "provider_log.jsonl"
 BATCH_LOG = Path("raw") / "_provider" / "requests.jsonl"
-ROLES = ("main", "subagent", "compaction")
 CHECKED = ["input_tokens", "cache_read_tokens", "output_tokens"]
 
 
@@ -51,6 +49,7 @@ class Trial:
 
 
 def is_trial(folder: Path) -> bool:
+    """A finished trial's folder: the run stage writes meta.json last."""
     return (folder / META).is_file()
 
 
@@ -131,7 +130,7 @@ class Numbering:
         return self.offsets[source_path] + int(np.searchsorted(self.kept[source_path], file_cycle, side="left"))
 
 
-def number(rows: pd.DataFrame, role: Callable[[Path, str], str] = file_role) -> tuple[pd.DataFrame, Numbering]:
+def number(rows: pd.DataFrame) -> tuple[pd.DataFrame, Numbering]:
     """One trial's rows with ``cycle`` and ``turn`` counted across its files, ``file_cycle``, ``file_role``
     and ``sidechain``; rows in file start order, then file order.
 
@@ -150,7 +149,7 @@ def number(rows: pd.DataFrame, role: Callable[[Path, str], str] = file_role) -> 
     cycle, turn = 0, 0
     for path in order:
         part = rows[rows["source_path"] == path].sort_values("cycle", kind="stable")
-        kind = role(Path(path), str(part["source_format"].iloc[0]))
+        kind = file_role(Path(path), str(part["source_format"].iloc[0]))
         own = part["cycle"]  # NA where rows are turns, not responses (codex exec --json): positions then
         offsets[path] = cycle
         kept[path] = np.arange(len(part)) if own.isna().any() else own.to_numpy(dtype=np.int64)
