@@ -1,7 +1,8 @@
 """The embedded provider: a simulated OpenAI / Anthropic endpoint with a real prompt-cache model.
 
-Importing this package starts nothing and stays light: ``serve`` (which pulls in starlette and
-uvicorn) is imported on first use, so the pure cache engine can be used without the server.
+Importing this package starts nothing and stays light: ``serve`` and ``proxy`` (the recording proxy in
+front of a real endpoint; they pull in starlette, uvicorn and httpx) are imported on first use, so the
+pure cache engine can be used without the server.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from kit.provider.cache import load_profile
 from kit.provider.policy import Conversation, EchoPolicy, Message, Policy, Reply, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
+    from kit.provider.proxy_server import Proxy, proxy
     from kit.provider.server import Provider, serve, start
 
 __all__ = [
@@ -20,10 +22,12 @@ __all__ = [
     "Message",
     "Policy",
     "Provider",
+    "Proxy",
     "Reply",
     "ToolCall",
     "ToolSpec",
     "load_profile",
+    "proxy",
     "serve",
     "start",
 ]
@@ -34,4 +38,8 @@ def __getattr__(name: str) -> Any:
         from kit.provider import server
 
         return getattr(server, name)
+    if name in ("proxy", "Proxy"):
+        from kit.provider import proxy_server
+
+        return getattr(proxy_server, name)
     raise AttributeError(f"module 'kit.provider' has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""``python -m kit provider serve``: run the embedded provider on loopback until interrupted."""
+"""``python -m kit provider serve|proxy``: the embedded provider, or the recording proxy in front of a real
+endpoint, on loopback until interrupted."""
 
 from __future__ import annotations
 
@@ -28,9 +29,50 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def proxy_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m kit provider proxy",
+        description="Forward every request to a real endpoint unchanged and log each model request in the embedded "
+        "provider's format (prompt segments, usage, trial id); API keys are forwarded, never written.",
+    )
+    p.add_argument(
+        "--upstream",
+        default=None,
+        help="the endpoint's origin (plus any path prefix, without /v1), e.g. https://api.openai.com "
+        "(default: each API's public endpoint: api.anthropic.com for Messages, api.openai.com otherwise)",
+    )
+    p.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
+    p.add_argument("--log", default=None, help="request log path (default: a temporary file)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (loopback unless --allow-non-loopback)")
+    p.add_argument("--allow-non-loopback", action="store_true", help="allow binding a non-loopback address")
+    return p
+
+
+def proxy_main(args: Sequence[str]) -> int:
+    """Run the recording proxy until interrupted."""
+    p = proxy_parser()
+    options = p.parse_args(args)
+    from kit.provider.proxy_server import proxy_forever
+
+    try:
+        proxy_forever(
+            upstream=options.upstream,
+            port=options.port,
+            host=options.host,
+            log_path=options.log,
+            allow_non_loopback=options.allow_non_loopback,
+        )
+    except ValueError as exc:
+        p.error(str(exc))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Serve until interrupted; ``argv`` may start with the word ``serve`` or not (``python -m kit`` strips it)."""
+    """Serve (or proxy) until interrupted. ``argv`` starts with ``proxy`` for the proxy; otherwise it is the
+    serve command's, with or without the word ``serve`` (``python -m kit`` strips it today)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["proxy"]:
+        return proxy_main(args[1:])
     if args[:1] == ["serve"]:
         args = args[1:]
     p = parser()

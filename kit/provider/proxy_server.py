@@ -1,0 +1,446 @@
+"""The recording proxy: the kit's loopback server in pass-through mode in front of a real endpoint.
+
+A real provider reports tokens but not the prompt's structure; the embedded provider knows the structure
+but is a simulation. The proxy gives a real run both: every request goes to the upstream unchanged
+(method, path, query, body bytes, headers except hop-by-hop ones, ``Host`` rewritten), every response comes
+back unchanged (status, headers minus hop-by-hop ones, body; SSE chunk by chunk as it arrives), and each
+model request gets one line in a request log of the embedded provider's format (``kit.provider.log``): the
+prompt segments cut as the embedded provider cuts them, the usage the provider reported, model, cache key
+and retention, status, wall time and trial id. So the parse stage and the cache model read a real run as
+they read a simulated one (docs/method.md#structural-cache).
+
+Trials: as with the embedded provider, ``/t/<trial_id>/…`` is the trial's base URL; the prefix is logged and
+removed before forwarding. API keys are forwarded and never written: the log holds only the key's cache
+domain (a short hash, as the embedded provider logs it), and error lines hold an error's type and code,
+never its message (providers quote part of a rejected key there). One header is changed on the way up:
+``accept-encoding`` is narrowed to the codings the proxy can read (gzip, deflate), or the usage inside a
+brotli-compressed answer would be lost.
+
+The log line is written before the response's last part leaves: before a JSON answer is sent (it is read
+whole: the upstream sends it at once anyway), and before the SSE chunk holding the stream's final event.
+A client that has its answer therefore finds its line written, which the run stage relies on when it
+copies a trial's lines. An unreachable upstream gets the client a 502 in its API's error shape, logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+import uvicorn
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
+
+from kit.provider.log import RequestLog, domain_of, record
+from kit.provider.prompt import PromptCounter
+from kit.provider.proxy_record import ResponseReader, api_of, canonical_usage, narrow_accept_encoding, read_request
+from kit.provider.server import MAX_BODY_BYTES, _api_key, _check_host, _error_response, _is_anthropic, _TrialPrefix
+
+# Where a request goes when no upstream is named: its provider's public API (Messages and anything sent
+# with an ``anthropic-version`` header to Anthropic, the rest to OpenAI).
+PUBLIC_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
+READ_TIMEOUT_S = 600.0  # longest silence from the upstream (a reasoning model may think for minutes)
+# RFC 9110 section 7.6.1, plus the de facto proxy-connection; a proxy must not forward these
+_HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+
+
+def _hop_by_hop(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
+    """The fixed hop-by-hop names plus any the message's own ``Connection`` header lists."""
+    listed = {
+        token.strip().lower() for name, value in headers if name.lower() == b"connection" for token in value.split(b",")
+    }
+    return _HOP_BY_HOP | listed
+
+
+def check_upstream(url: str) -> str:
+    """``url`` without a trailing slash; refused when it could carry a credential (user info) or is not http(s).
+
+    A credential belongs in the headers the client sends, which are forwarded and never written; a URL is
+    printed and logged.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"upstream must be an http(s) URL with a host, got {url!r}")
+    if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+        raise ValueError("upstream must not carry user info, a query or a fragment: send keys as headers")
+    return url.rstrip("/")
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class ProxyApp:
+    """The ASGI app: forward, stream back, log model requests. One HTTP client per upstream, opened at startup."""
+
+    def __init__(
+        self,
+        upstream: str | None,
+        log: RequestLog,
+        clock: Callable[[], float],
+        read_timeout_s: float = READ_TIMEOUT_S,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ):
+        self.upstream = check_upstream(upstream) if upstream is not None else None
+        self.log = log
+        self.clock = clock
+        self.read_timeout_s = read_timeout_s
+        self.max_body_bytes = max_body_bytes
+        self.counter = PromptCounter()
+        self._clients: dict[str, httpx.AsyncClient] = {}
+
+    def _client(self, upstream: str) -> httpx.AsyncClient:
+        """The upstream's client. Environment proxy settings apply except for a loopback upstream (tests and
+        local gateways must never leave the machine through a proxy)."""
+        if upstream not in self._clients:
+            timeout = httpx.Timeout(connect=10.0, read=self.read_timeout_s, write=60.0, pool=None)
+            self._clients[upstream] = httpx.AsyncClient(
+                timeout=timeout, trust_env=not _is_loopback(upstream), limits=httpx.Limits(max_connections=256)
+            )
+        return self._clients[upstream]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self.handle(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                for client in self._clients.values():
+                    await client.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """One request, forwarded and answered; a model request is logged once, whatever happens."""
+        started = time.perf_counter()
+        request = Request(scope, receive)
+        api = api_of(request.method, scope["path"])
+        anthropic = _is_anthropic(request)
+        upstream = self.upstream or PUBLIC_UPSTREAMS["anthropic" if anthropic else "openai"]
+        fields: dict[str, Any] = {
+            "t": self.clock(),
+            "endpoint": scope["path"],
+            "api": api,
+            "domain": domain_of(_api_key(request)),
+            "trial_id": scope.get("kit_trial_id") or request.headers.get("x-kit-trial-id"),
+        }
+        body = await _read_body(request, self.max_body_bytes)
+        if body is None:
+            message = f"request body exceeds the proxy's limit of {self.max_body_bytes} bytes"
+            if api:
+                self._log(fields, started, status=413, error=message)
+            await _error_response(anthropic, 413, message)(scope, receive, send)
+            return
+        # The prompt is cut in a worker thread while the upstream works: the tokeniser adds no latency.
+        reading = asyncio.ensure_future(asyncio.to_thread(read_request, api, body, self.counter)) if api else None
+        target = upstream + scope["raw_path"].decode("latin-1")
+        if scope["query_string"]:
+            target += "?" + scope["query_string"].decode("latin-1")
+        try:
+            response = await self._client(upstream).send(
+                httpx.Request(request.method, target, headers=_request_headers(scope["headers"]), content=body),
+                stream=True,
+            )
+        except httpx.HTTPError as exc:
+            message = f"the kit's proxy could not reach the upstream {upstream}: {type(exc).__name__}: {exc}"
+            if reading:
+                self._log({**fields, **await reading}, started, status=502, error=message)
+            await _error_response(anthropic, 502, message)(scope, receive, send)
+            return
+        try:
+            if reading is None:
+                await _relay(response, scope, receive, send, None, None)
+                return
+            reader = ResponseReader(
+                api, response.headers.get("content-type", ""), response.headers.get("content-encoding", "")
+            )
+            fields.update(await reading)
+
+            def log(error: str | None = None) -> None:
+                self._log_response(fields, started, response.status_code, reader, error)
+
+            await _relay(response, scope, receive, send, reader, log)
+        finally:
+            await response.aclose()
+
+    def _log_response(
+        self, fields: dict[str, Any], started: float, status: int, reader: ResponseReader, error: str | None
+    ) -> None:
+        if status != 200:
+            error = f"upstream answered {status}: {reader.error or 'no error details'}"
+        self._log(
+            fields,
+            started,
+            status=status,
+            error=error or reader.error,
+            response_id=reader.response_id,
+            usage=canonical_usage(fields["api"], reader.wire_usage),
+            wire_usage=reader.wire_usage,
+            tool_calls=reader.tool_calls,
+        )
+
+    def _log(self, fields: dict[str, Any], started: float, **more: Any) -> None:
+        """One line in the embedded provider's format, plus the two things only a proxy knows: the upstream and
+        the request's ``prompt_cache_retention`` (not a request-log key of the simulator, which models one)."""
+        known = {k: v for k, v in fields.items() if k != "prompt_cache_retention"}
+        line = record(**known, **more, server_ms=round((time.perf_counter() - started) * 1000, 3))
+        extra = {"prompt_cache_retention": fields.get("prompt_cache_retention"), "upstream": self.upstream or "public"}
+        self.log.write({**line, **extra})
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The whole request body (segments need all of it, and it is forwarded as sent), or None past ``limit``."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size <= limit:
+            parts.append(chunk)
+    return b"".join(parts) if size <= limit else None
+
+
+def _request_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The client's headers minus hop-by-hop ones; ``Host`` and ``Content-Length`` are set by httpx for the
+    upstream (the length is the body's, unchanged), ``accept-encoding`` narrowed to what the proxy reads."""
+    drop = _hop_by_hop(raw) | {b"host", b"content-length"}
+    return [
+        (
+            name,
+            narrow_accept_encoding(value.decode("latin-1")).encode() if name.lower() == b"accept-encoding" else value,
+        )
+        for name, value in raw
+        if name.lower() not in drop
+    ]
+
+
+async def _relay(
+    response: httpx.Response,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    reader: ResponseReader | None,
+    log: Callable[..., None] | None,
+) -> None:
+    """Send the upstream's response to the client as it arrives and, for a model request, log it once.
+
+    A JSON answer of a model request is read whole, logged, then sent; anything else is passed on chunk by
+    chunk. A client that hangs up stops the relay (and the upstream request); an upstream that drops the
+    connection mid-body gets the client's connection dropped too, as the client would have seen it.
+    """
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _hop_by_hop(response.headers.raw)]
+    state = {"logged": False, "sent": 0}
+
+    def log_once(error: str | None = None) -> None:
+        if log is not None and not state["logged"]:
+            state["logged"] = True
+            log(error)
+
+    async def pump() -> bool:
+        """True once the whole body has been sent."""
+        buffered = reader is not None and not reader.sse
+        if not buffered:
+            await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        chunks: list[bytes] = []
+        try:
+            async for chunk in response.aiter_raw():
+                if reader is not None and reader.feed(chunk):
+                    log_once()  # the stream's final event is in this chunk: the line goes first
+                if buffered:
+                    chunks.append(chunk)
+                    continue
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                state["sent"] += len(chunk)
+        except httpx.HTTPError as exc:
+            size = reader.size if reader is not None else state["sent"]
+            log_once(f"upstream connection lost after {size} bytes: {type(exc).__name__}")
+            if buffered:  # nothing sent yet: the client gets a 502 it can read
+                message = f"the upstream dropped the connection mid-response: {type(exc).__name__}"
+                await _error_response(_is_anthropic(Request(scope)), 502, message)(scope, receive, send)
+                return True
+            return False  # returning without completing the response cuts the client's connection
+        if reader is not None:
+            reader.finish(response.status_code)
+        log_once()
+        if buffered:
+            await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+            await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": False})
+        else:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return True
+
+    relay = asyncio.ensure_future(pump())
+    hangup = asyncio.ensure_future(_disconnected(receive))
+    await asyncio.wait({relay, hangup}, return_when=asyncio.FIRST_COMPLETED)
+    if not relay.done():
+        relay.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await relay
+        log_once(f"client disconnected after {reader.size if reader is not None else state['sent']} bytes")
+    hangup.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await hangup
+    relay.result()  # an unexpected error in the relay surfaces here
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Returns when the client hangs up (the request body has been read, so only that message can come)."""
+    message: Message = {}
+    while message.get("type") != "http.disconnect":
+        message = await receive()
+
+
+class Proxy:
+    """A running recording proxy (returned by ``start_proxy``, yielded by ``proxy``)."""
+
+    def __init__(self, app: ProxyApp, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
+        self._app, self._sock, self._server, self._thread = app, sock, server, thread
+        host, self.port = sock.getsockname()[:2]
+        self.host = host
+        self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        self.log_path: Path = app.log.path
+        self.upstream = app.upstream  # None: each API's public endpoint (PUBLIC_UPSTREAMS)
+
+    def trial_base_url(self, trial_id: str) -> str:
+        """Base URL whose requests are logged under ``trial_id`` (clients append ``/v1``), as the embedded
+        provider's ``Provider.trial_base_url``; the prefix is not forwarded."""
+        return f"{self.base_url}/t/{quote(trial_id, safe='')}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop serving, close the upstream connections and the log; safe to call twice."""
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._sock.close()
+        self._app.log.close()
+
+    def wait(self) -> None:
+        """Block until the proxy stops (Ctrl-C stops it)."""
+        try:
+            while self._thread.is_alive():
+                self._thread.join(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+
+
+def start_proxy(
+    upstream: str | None = None,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    log_path: str | Path | None = None,
+    allow_non_loopback: bool = False,
+    read_timeout_s: float = READ_TIMEOUT_S,
+) -> Proxy:
+    """Start the proxy in a background thread and return once it accepts connections.
+
+    ``upstream`` is the endpoint's origin, with any path prefix but without ``/v1`` (clients add it, as they do
+    for the embedded provider): ``http://127.0.0.1:8000``, ``https://api.openai.com``. ``None`` sends each
+    request to its provider's public API. The proxy binds loopback only unless ``allow_non_loopback``;
+    ``log_path=None`` logs to a fresh temporary file.
+    """
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    _check_host(address[0], allow_non_loopback)
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+        if log_path is None:
+            log_path = Path(tempfile.mkdtemp(prefix="kit-proxy-")) / "provider_log.jsonl"
+        start = time.monotonic()
+        app = ProxyApp(upstream, RequestLog(log_path), lambda: time.monotonic() - start, read_timeout_s)
+    except BaseException:
+        sock.close()
+        raise
+    # The upstream's own Server and Date headers pass through: uvicorn must not add a second pair.
+    config = uvicorn.Config(
+        _TrialPrefix(app),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="kit-proxy", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            sock.close()
+            app.log.close()
+            raise RuntimeError("the recording proxy did not start")
+        time.sleep(0.005)
+    return Proxy(app, sock, server, thread)
+
+
+@contextmanager
+def proxy(
+    upstream: str | None = None,
+    port: int = 0,
+    host: str = "127.0.0.1",
+    log_path: str | Path | None = None,
+    allow_non_loopback: bool = False,
+    read_timeout_s: float = READ_TIMEOUT_S,
+) -> Iterator[Proxy]:
+    """``with proxy(upstream=..., log_path=...) as p:`` → ``p.base_url``, ``p.log_path``; see ``start_proxy``."""
+    running = start_proxy(upstream, port, host, log_path, allow_non_loopback, read_timeout_s)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def proxy_forever(**kwargs: Any) -> None:
+    """Run until interrupted (the CLI): the base URL first (scripts read that line), then where clients point,
+    where requests go and the log path. No key is printed: clients send their own."""
+    running = start_proxy(**kwargs)
+    where = running.upstream or ", ".join(f"{name}: {url}" for name, url in PUBLIC_UPSTREAMS.items())
+    lines = [
+        running.base_url,
+        f"OPENAI_BASE_URL={running.base_url}/v1",
+        f"ANTHROPIC_BASE_URL={running.base_url}",
+        f"upstream: {where}",
+        f"log: {running.log_path}",
+    ]
+    print("\n".join(lines), flush=True)
+    running.wait()
