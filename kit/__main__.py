@@ -1,41 +1,73 @@
-"""``python -m kit``: batch, provider serve, parse, ping (the public command line of DESIGN.md)."""
+"""``python -m kit``: the kit's command line (batch, provider, parse, ping, snapshot; docs/design.md).
+
+Every command answers ``--help``. A mistake is one line on stderr starting ``error:`` and exit code 1;
+a command line argparse cannot read is its usage message and exit code 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working folder when below it (``outputs/<batch>``), else absolute."""
+    return os.path.relpath(path) if path.resolve().is_relative_to(Path.cwd().resolve()) else str(path)
 
 
 def _batch(argv: list[str]) -> int:
     from kit import pipeline
 
-    ap = argparse.ArgumentParser(prog="python -m kit batch", description="Run the four notebooks into outputs/<batch>/")
+    ap = argparse.ArgumentParser(
+        prog="python -m kit batch",
+        description="Run the stage notebooks (run, parse, analyze, plot) into outputs/<batch>/. Every parameter "
+        "is checked first; a mistake is one line and writes nothing.",
+    )
     ap.add_argument("-f", "--parameters-file", dest="file", help="YAML parameter file (params/*.yaml)")
     ap.add_argument("-y", "--parameters-yaml", dest="yaml", action="append", default=[], help="YAML string")
-    ap.add_argument("-p", "--parameters", dest="pairs", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
-    ap.add_argument("--stages", default=",".join(pipeline.STAGES), help="comma-separated subset, in order")
+    ap.add_argument(
+        "-p", "--parameters", dest="pairs", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+        help="one parameter (text, a number, True/False/None; a list or mapping goes in -y)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--stages",
+        default=",".join(pipeline.STAGES),
+        help="comma-separated subset, in order; without run, -p batch NAME or -p batch_dir PATH picks the batch "
+        "(default: the latest)",
+    )
     args = ap.parse_args(argv)
-    params = pipeline.load_params(args.file, args.yaml, [tuple(p) for p in args.pairs])
     try:
+        params = pipeline.load_params(args.file, args.yaml, [tuple(p) for p in args.pairs])
         folder = pipeline.execute(params, stages=[s for s in args.stages.split(",") if s])
     except (pipeline.StageFailed, ValueError) as exc:  # ValueError covers ParamError: a named, located message
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    from kit import publish
+    print(f"batch folder: {_shown(folder)}")
+    report = folder / "report.html"
+    if (folder / "analysis" / "design.json").exists():
+        from kit import publish
 
-    print(f"batch folder: {folder}")
-    if "analyze" in args.stages:
-        print(publish.headline_for(folder))
+        # headline_for is the headline's sentences, a blank line, then its table: the sentences are the news.
+        print(publish.headline_for(folder).split("\n\n", 1)[0])
+    if report.exists():
+        print(f"report: {_shown(report)}")
     return 0
 
 
 def _provider(argv: list[str]) -> int:
-    if not argv or argv[0] != "serve":
-        print("usage: python -m kit provider serve [--port N] [--profile NAME] …", file=sys.stderr)
-        return 2
     from kit.provider import cli
 
-    return cli.main(argv[1:]) or 0
+    usage = "usage: python -m kit provider {serve,proxy} [options]  (python -m kit provider serve --help: options)"
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage)
+        return 0
+    if argv[:1] not in (["serve"], ["proxy"]):
+        print(usage, file=sys.stderr)
+        return 2
+    return cli.main(argv) or 0  # it reads the word serve or proxy itself
 
 
 def _parse(argv: list[str]) -> int:
@@ -50,15 +82,42 @@ def _ping(argv: list[str]) -> int:
     return ping.main(argv)
 
 
-COMMANDS = {"batch": _batch, "provider": _provider, "parse": _parse, "ping": _ping}
+def _snapshot(argv: list[str]) -> int:
+    from kit import snapshot
+
+    return snapshot.main(argv)
+
+
+COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
+    "batch": (_batch, "run the stage notebooks into outputs/<batch>/ (params/*.yaml, -p, -y, --stages)"),
+    "provider": (
+        _provider,
+        "provider serve: the embedded (simulated) provider on 127.0.0.1; provider proxy: a "
+        "recording proxy in front of a real endpoint",
+    ),
+    "parse": (_parse, "any agent transcript -> canonical request rows (one per model response)"),
+    "ping": (_ping, "one short request through a backend's whole path"),
+    "snapshot": (_snapshot, "recount a published three-arm snapshot (results.json) with a bootstrap interval"),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The top level: which command, and the list of commands for ``--help``."""
+    listing = "\n".join(f"  {name:<9} {summary}" for name, (_, summary) in COMMANDS.items())
+    ap = argparse.ArgumentParser(
+        prog="python -m kit",
+        description="Measure the token cost of LLM agent configurations (see README.md).",
+        epilog=f"commands:\n{listing}\n\npython -m kit COMMAND --help shows a command's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("command", choices=list(COMMANDS), metavar="COMMAND", help="one of: " + ", ".join(COMMANDS))
+    ap.add_argument("args", nargs=argparse.REMAINDER, help="the command's own arguments")
+    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in COMMANDS:
-        print(f"usage: python -m kit {{{','.join(COMMANDS)}}} …", file=sys.stderr)
-        return 2
-    return COMMANDS[argv[0]](argv[1:])
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    return COMMANDS[args.command][0](args.args)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ half-written table or manifest behind.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,10 @@ from typing import Any
 
 import orjson
 import pandas as pd
+
+from kit.design import ParamError
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -58,10 +63,14 @@ class BatchDir:
 
 
 def atomic_write(path: Path, writer: Callable[[Path], None]) -> Path:
-    """Call ``writer(tmp)`` then rename ``tmp`` onto ``path`` (same folder, so rename is atomic)."""
+    """Call ``writer(tmp)`` then rename ``tmp`` onto ``path`` (same folder, so rename is atomic).
+
+    The temporary file is created as a plain ``open`` would (mode 0666 less the umask, so 0644 as a rule):
+    ``tempfile.mkstemp`` makes it 0600, and the rename would leave reports unreadable to anyone else.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         writer(Path(tmp))
         os.replace(tmp, path)
@@ -99,26 +108,53 @@ def sha256_tree(root: Path) -> dict[str, str]:
     return out
 
 
+def from_root(path: str | Path) -> Path:
+    """``path`` with a relative one taken from the repository root, not the working folder.
+
+    JupyterLab starts a notebook's kernel in ``notebooks/``; papermill and ``kit batch`` start it in the
+    root. Resolving here makes ``outputs_dir = "outputs"`` the same folder in both.
+    """
+    return ROOT / path  # an absolute path stays as it is
+
+
+def shown(path: Path) -> str:
+    """``path`` as a message shows it: relative to the repository root when inside it."""
+    full = path.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(full)
+
+
+def batches_in(outputs_dir: Path) -> list[str]:
+    """The names of the batch folders (those with a manifest.json) directly under ``outputs_dir``."""
+    return sorted(p.parent.name for p in outputs_dir.glob("*/manifest.json"))
+
+
+def require_batch(path: Path, name: str = "batch_dir") -> Path:
+    """``path`` if it is a batch folder; else a ``ParamError`` for parameter ``name`` listing the batches
+    beside it, so a misspelled name is refused instead of reading nothing and writing empty tables."""
+    if (path / "manifest.json").is_file():
+        return path
+    here = batches_in(path.parent)
+    close = difflib.get_close_matches(path.name, here, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    accepted = f"a batch in {shown(path.parent)}: {', '.join(here)}" if here else f"none in {shown(path.parent)} yet"
+    raise ParamError(name, f"{shown(path)} is not a batch folder (no manifest.json){hint}", accepted)
+
+
 def batch_path(batch_dir: str | None, outputs_dir: str, batch: str | None) -> Path:
-    """The batch folder a notebook works on: ``batch_dir`` if given, else ``outputs_dir/batch``."""
+    """The batch folder a notebook works on: ``batch_dir`` if given, else ``outputs_dir/batch``, else the
+    latest batch; relative paths from the repository root (``from_root``). It must hold a manifest."""
     if batch_dir:
-        path = Path(batch_dir)
-    elif batch:
-        path = Path(outputs_dir) / batch
-    else:
-        path = latest_batch(Path(outputs_dir))
-    if not path.is_dir():
-        raise ValueError(f"parameter 'batch_dir': {str(path)!r} is not a folder; accepted: an existing batch folder")
-    return path
+        return require_batch(from_root(batch_dir), "batch_dir")
+    if batch:
+        return require_batch(from_root(outputs_dir) / batch, "batch")
+    return latest_batch(from_root(outputs_dir))
 
 
 def latest_batch(outputs_dir: Path) -> Path:
     """The most recently started batch under ``outputs_dir`` (interactive use: run, then parse …)."""
     found = sorted(outputs_dir.glob("*/manifest.json"), key=lambda p: p.stat().st_mtime)
     if not found:
-        raise ValueError(
-            f"parameter 'batch': missing and no batch under {str(outputs_dir)!r}; accepted: a batch name or batch_dir"
-        )
+        raise ParamError("batch", f"missing and no batch under {shown(outputs_dir)!r}", "a batch name or batch_dir")
     return found[-1].parent
 
 
@@ -130,4 +166,4 @@ def batch_paths(
         return [batch_path(batch_dir, outputs_dir, batch)]
     if not isinstance(batch_dirs, list) or not batch_dirs:
         raise ValueError("parameter 'batch_dirs': accepted: a non-empty list of batch folder paths, or None")
-    return [batch_path(p, outputs_dir, None) for p in batch_dirs]
+    return [require_batch(from_root(p), "batch_dirs") for p in batch_dirs]

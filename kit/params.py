@@ -1,18 +1,23 @@
 """Notebook parameters: one table per notebook of what each parameter accepts, checked in the first cell.
 
 A wrong parameter stops the notebook before any work with a message that names the parameter
-and the accepted values (``kit.design.ParamError``). That includes a name the notebook does not
-declare: papermill injects unknown parameters with only a warning (a typo such as ``runs_per_armm``
-would silently run the default), so ``collect`` reads the names papermill injected from the kernel's
-input history (``In``: the cell that papermill heads ``# Parameters``) and refuses any it does not know.
+and the accepted values (``kit.design.ParamError``). That includes a name no notebook declares:
+papermill injects unknown parameters with only a warning (a typo such as ``runs_per_armm`` would
+silently run the default), so ``collect`` reads the names papermill injected from the kernel's input
+history (``In``: the cell that papermill heads ``# Parameters``) and refuses any that no stage knows,
+with the closest known name. A name another stage declares passes: one parameters file
+(``params/*.yaml``) serves every stage, each taking what it declares.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
+import difflib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import yaml
 
 from kit.design import ISOLATION_MODES, ORDERS, ParamError
 
@@ -148,6 +153,27 @@ NOTEBOOKS = {"run": RUN, "parse": PARSE, "analyze": ANALYZE, "plot": PLOT, "expl
 INJECTED_HEADER = "# Parameters\n"  # how papermill heads the cell it injects (its Python translator)
 
 
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``candidates`` to a mistyped ``word``, else ``""``."""
+    close = difflib.get_close_matches(word, list(candidates), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _wrong_type(p: Param, v: Any) -> str:
+    """The problem of a value of the wrong type; a list or mapping written as text (papermill's and
+    ``kit batch``'s ``-p`` always pass text) is told to use ``-y``, which reads YAML."""
+    problem = f"wrong type {type(v).__name__} ({v!r})"
+    if isinstance(v, str) and {list, dict} & set(p.types):
+        try:
+            parsed = yaml.safe_load(v)
+        except yaml.YAMLError:
+            return problem
+        if isinstance(parsed, list | dict):
+            as_yaml = yaml.safe_dump({p.name: parsed}, default_flow_style=True, width=1 << 16).strip()[1:-1]
+            return f'{problem}: -p passes text; give a list or mapping with -y "{as_yaml}"'
+    return problem
+
+
 def validate(values: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
     """Check every parameter of ``spec`` in ``values``; return them as a dict."""
     out = {}
@@ -159,7 +185,7 @@ def validate(values: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
             out[p.name] = v
             continue
         if not isinstance(v, p.types) or (isinstance(v, bool) and bool not in p.types):
-            raise ParamError(p.name, f"wrong type {type(v).__name__} ({v!r})", p.accepted)
+            raise ParamError(p.name, _wrong_type(p, v), p.accepted)
         if not p.check(v):
             raise ParamError(p.name, f"got {v!r}", p.accepted)
         out[p.name] = v
@@ -177,16 +203,34 @@ def injected_names(history: list[str] | None) -> list[str]:
     return names
 
 
+def known_names() -> set[str]:
+    """Every parameter some notebook declares: what a shared parameters file may hold."""
+    return {p.name for spec in NOTEBOOKS.values() for p in spec}
+
+
 def check_names(names: list[str], spec: list[Param]) -> None:
-    """Refuse a parameter name the notebook does not declare (papermill's own ``PAPERMILL_*`` paths pass)."""
-    known = [p.name for p in spec]
+    """Refuse a parameter name no notebook declares, suggesting the closest; a name another stage declares
+    passes (one parameters file serves every stage), and so do papermill's own ``PAPERMILL_*`` paths."""
+    everywhere = known_names()
     for name in names:
-        if name not in known and not name.startswith("PAPERMILL_"):
-            raise ParamError(name, "unknown parameter for this notebook", known)
+        if name not in everywhere and not name.startswith("PAPERMILL_"):
+            raise ParamError(name, f"unknown parameter{did_you_mean(name, everywhere)}", [p.name for p in spec])
+
+
+def check_batch_named(names: list[str], values: Mapping[str, Any]) -> None:
+    """A papermill run names its batch: papermill writes the executed notebook where it is told, and a new
+    batch id would put the data in another folder. Interactive runs (nothing injected) may leave it out."""
+    if names and all(values.get(k) is None for k in ("batch", "batch_dir", "batch_dirs")):
+        accepted = "-p batch NAME, the folder the executed notebook goes into (outputs/NAME/<stage>.ipynb)"
+        raise ParamError("batch", "missing in a papermill run (the data would go to a new folder of its own)", accepted)
 
 
 def collect(namespace: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
     """A notebook's first step (``params.collect(globals(), params.X)``): the injected names checked, then
     every declared parameter's value; returns the values. Interactive runs have no injected cell."""
-    check_names(injected_names(namespace.get("In")), spec)
-    return validate({p.name: namespace[p.name] for p in spec if p.name in namespace}, spec)
+    names = injected_names(namespace.get("In"))
+    check_names(names, spec)
+    values = validate({p.name: namespace[p.name] for p in spec if p.name in namespace}, spec)
+    if "batch" in values:  # the run, parse, analyze and plot notebooks; explore reads batches by glob
+        check_batch_named(names, values)
+    return values

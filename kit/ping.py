@@ -1,14 +1,16 @@
 """``python -m kit ping --backend NAME``: one short request through a backend's whole path.
 
-A cheap plumbing check before spending a batch (seed 001's ``ping``): it starts the embedded
+A cheap plumbing check before spending a batch (docs/design.md): it starts the embedded
 provider (or uses the real endpoint with ``--endpoint real``), sends one prompt through the
-backend exactly as a trial would, and says what answered and with which versions.
+backend exactly as a trial would, and says what answered and with which versions. A backend
+that is not available, or a real endpoint without its API key, is one line and exit code 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -18,12 +20,20 @@ from kit.design import Arm
 from kit.params import BACKENDS
 
 
+class PingRefused(ValueError):
+    """The ping cannot start (no such backend here, no API key); the message says what is missing."""
+
+
 def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> dict:
-    """Run a one-prompt trial; return what was reached."""
+    """Run a one-prompt trial; return what was reached. Raises ``PingRefused`` before any request."""
     from kit import run
 
     if backend not in run.RUNNERS:
-        raise SystemExit(f"backend {backend!r} is not available; accepted: {sorted(run.RUNNERS)} (of {list(BACKENDS)})")
+        raise PingRefused(
+            f"backend {backend!r} is not available; accepted: {sorted(run.RUNNERS)} (of {list(BACKENDS)})"
+        )
+    if endpoint == "real" and not os.environ.get(run.REAL[backend][1]):
+        raise PingRefused(f"--endpoint real needs {run.REAL[backend][1]} in the environment (the {backend} API key)")
     with tempfile.TemporaryDirectory(prefix="kit-ping-") as tmp:
         root = Path(tmp)
         (root / "repo").mkdir()
@@ -42,13 +52,13 @@ def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> d
         if endpoint == "real":
             url, env = run.REAL[backend]
 
-            outcome = run.RUNNERS[backend](backend, spec(url, os.environ.get(env, "")))
+            outcome = run.runner(backend)(backend, spec(url, os.environ[env]))
             reached = url
         else:
             from kit.provider import serve
 
             with serve(profile=run.DEFAULT_PROFILE[backend]) as srv:
-                outcome = run.RUNNERS[backend](backend, spec(f"{srv.base_url}/t/ping", run.EMBEDDED_KEY))
+                outcome = run.runner(backend)(backend, spec(f"{srv.base_url}/t/ping", run.EMBEDDED_KEY))
                 reached = f"embedded provider at {srv.base_url} (simulation)"
     return {
         "backend": backend,
@@ -61,12 +71,16 @@ def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> d
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kit ping")
+    ap = argparse.ArgumentParser(prog="python -m kit ping", description="One short request through a backend.")
     ap.add_argument("--backend", required=True, choices=BACKENDS)
     ap.add_argument("--endpoint", default="embedded", choices=("embedded", "real"))
     ap.add_argument("--model", default="sim-ping")
     args = ap.parse_args(argv)
-    result = ping(args.backend, args.endpoint, args.model)
+    try:
+        result = ping(args.backend, args.endpoint, args.model)
+    except PingRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     for key, value in result.items():
         print(f"{key:>9}: {value}")
     return 0 if result["status"] == "ok" else 1

@@ -1,32 +1,42 @@
 """``python -m kit batch``: the four notebooks through papermill, in order, into the batch folder.
 
-Each stage is executed into ``outputs/<batch>/<stage>.ipynb`` and exported to HTML beside it.
-The first failure stops the pipeline; papermill has already saved the failing notebook with its
-error, and we export that one to HTML too, so the failure is readable where the batch lives. When
-the kernel itself died (killed, out of memory) or a cell timed out, papermill saves the notebook
-without any error in it; the error is then written into the cell that was running, so the saved
-notebook always says why the stage stopped.
+Every stage's parameters are checked before anything is written (``plan``): names, types and values
+(``kit.params``), the arms against the task pack, a resume against the batch's own design, and the
+folder a later stage works on against the batches that exist. A mistake is one line naming the
+parameter, and the outputs folder is left exactly as it was.
+
+Each stage is executed into a temporary ``<stage>.running.ipynb`` in the batch folder and moved onto
+``<stage>.ipynb`` only when it succeeds, so a failed attempt never replaces a good executed notebook;
+a failed one is kept as ``<stage>.failed.ipynb``, exported to HTML beside it. When the kernel itself
+died (killed, out of memory) or a cell timed out, papermill saves the notebook without any error in it;
+the error is then written into the cell that was running, so the saved notebook always says why the
+stage stopped.
 """
 
 from __future__ import annotations
 
+import ast
+import os
 import re
+import tempfile
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import nbformat
-import papermill
+import orjson
 import yaml
+from jupyter_client.manager import AsyncKernelManager
 from tqdm import tqdm
+from traitlets import CaselessStrEnum, default
 
-from kit import htmlexport
+from kit import params as kit_params
 from kit.design import ParamError
-from kit.layout import atomic_write, write_text
+from kit.layout import ROOT, atomic_write, from_root, latest_batch, require_batch, shown, write_text
 from kit.redact import redact_text
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 STAGES = ("run", "parse", "analyze", "plot")
 
@@ -35,8 +45,26 @@ class StageFailed(RuntimeError):
     """A notebook failed; ``notebook`` is the executed copy holding the error."""
 
     def __init__(self, stage: str, notebook: Path, cause: Exception) -> None:
-        super().__init__(f"stage {stage!r} failed; see {notebook} (and .html): {cause}")
+        super().__init__(f"stage {stage!r} failed: {_one_line(cause)}; see {shown(notebook)} (and .html)")
         self.stage, self.notebook = stage, notebook
+
+
+def _one_line(exc: Exception) -> str:
+    """The error a notebook raised, as its name and the first line of its message."""
+    name, message = getattr(exc, "ename", type(exc).__name__), str(getattr(exc, "evalue", exc))
+    return redact_text(f"{name}: {message.strip().splitlines()[0] if message.strip() else ''}")
+
+
+class IPCKernelManager(AsyncKernelManager):
+    """Kernels on Unix sockets, not TCP: ipykernel warns once per kernel that TCP runs unencrypted (the
+    warning broke into ``kit batch``'s progress bar four times), and a local socket is the fix it names.
+    Each kernel's sockets get a unique absolute path, so concurrent batches and any kernel cwd agree."""
+
+    transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+
+    @default("ip")
+    def _ip_default(self) -> str:
+        return str(Path(tempfile.gettempdir()) / f"kit-kernel-{uuid.uuid4().hex}")
 
 
 def resolve_value(text: str) -> Any:
@@ -51,13 +79,28 @@ def resolve_value(text: str) -> Any:
     return text
 
 
+def _yaml_mapping(text: str, where: str) -> dict[str, Any]:
+    """``text`` read as a YAML mapping of parameters; a located ``ValueError`` otherwise."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{where}: not valid YAML ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, dict | None):
+        raise ValueError(f"{where}: expected a mapping of parameter names to values, got {type(data).__name__}")
+    return data or {}
+
+
 def load_params(file: str | None, yaml_strings: Sequence[str] = (), pairs: Sequence[tuple[str, str]] = ()) -> dict:
     """Parameters with papermill's precedence: file < yaml strings < -p pairs."""
     params: dict[str, Any] = {}
     if file:
-        params.update(yaml.safe_load(Path(file).read_text()) or {})
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"parameters file {file}: {exc.strerror.lower()}") from None
+        params.update(_yaml_mapping(text, f"parameters file {file}"))
     for text in yaml_strings:
-        params.update(yaml.safe_load(text) or {})
+        params.update(_yaml_mapping(text, f"-y {text!r}"))
     for key, value in pairs:
         params[key] = resolve_value(value)
     return params
@@ -67,41 +110,47 @@ def new_batch_id(task: str) -> str:
     return f"{task}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
-def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True, timeout_s: int | None = None) -> Path:
-    """Run the stages in order; return the batch folder. Raises ``StageFailed`` at the first failure."""
-    params = dict(params)
-    params["outputs_dir"] = _kernel_path(Path(params.get("outputs_dir") or "outputs"))
-    if not params.get("batch"):
-        params["batch"] = new_batch_id(str(params.get("task", "batch")))
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(params["batch"])):
-        raise ValueError(f"parameter 'batch': {params['batch']!r} is not a folder name; accepted: letters, digits, -_.")
-    declared = {stage: papermill.inspect_notebook(str(NOTEBOOKS / f"{stage}.ipynb")) for stage in STAGES}
-    known = sorted({name for names in declared.values() for name in names})
-    unknown = sorted(set(params) - set(known))
-    if unknown:  # a typo would otherwise run the default silently: no notebook would receive it
-        raise ParamError(unknown[0], "unknown parameter (no stage notebook declares it)", known)
-    folder = ROOT / params["outputs_dir"] / params["batch"]  # an absolute outputs_dir stays as it is
-    folder.mkdir(parents=True, exist_ok=True)
-    for stage in tqdm(stages, desc=f"batch {params['batch']}", unit="notebook", disable=not progress):
-        out = folder / f"{stage}.ipynb"
-        source = str(NOTEBOOKS / f"{stage}.ipynb")
-        try:
-            papermill.execute_notebook(
-                source,
-                str(out),
-                parameters={k: v for k, v in params.items() if k in declared[stage]},  # only what it declares
-                cwd=str(ROOT),
-                progress_bar=False,
-                execution_timeout=timeout_s,
-                kernel_name="python3",
-            )
-        except Exception as exc:
-            if out.exists():
-                record_failure(out, exc)
-                export_html(out)
-            raise StageFailed(stage, out, exc) from exc
-        export_html(out)
-    return folder
+@dataclass(frozen=True)
+class Plan:
+    """What ``execute`` will do, all checked: the batch folder and each stage's parameters."""
+
+    folder: Path
+    stages: tuple[str, ...]
+    parameters: dict[str, dict[str, Any]]
+
+
+def defaults(stage: str) -> dict[str, Any]:
+    """A stage notebook's parameters cell as values (what the notebook runs with unless told otherwise).
+
+    Read from the notebook's JSON, as papermill finds the cell (its ``parameters`` tag): importing
+    papermill and nbformat costs seconds, and a mistake in the parameters must be quick to hear about.
+    """
+    nb = orjson.loads((NOTEBOOKS / f"{stage}.ipynb").read_bytes())
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    return {
+        target.id: ast.literal_eval(node.value)
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
+def _stages(stages: Sequence[str]) -> tuple[str, ...]:
+    for stage in stages:
+        if stage not in STAGES:
+            raise ParamError("--stages", f"unknown stage {stage!r}{kit_params.did_you_mean(stage, STAGES)}", STAGES)
+    if not stages:
+        raise ParamError("--stages", "empty", f"a comma-separated subset of {','.join(STAGES)}")
+    return tuple(stages)
+
+
+def _check_names(params: dict[str, Any]) -> None:
+    """Refuse a name no stage declares (a typo would otherwise run the default silently)."""
+    known = sorted({p.name for stage in STAGES for p in kit_params.NOTEBOOKS[stage]})
+    for name in sorted(set(params) - set(known)):
+        raise ParamError(name, f"unknown parameter{kit_params.did_you_mean(name, known)}", known)
 
 
 def _kernel_path(path: Path) -> str:
@@ -114,9 +163,119 @@ def _kernel_path(path: Path) -> str:
     return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(full)
 
 
+def _locate(params: dict[str, Any], stages: tuple[str, ...]) -> None:
+    """Fill ``outputs_dir`` and ``batch`` (in place) so that every stage works on one folder.
+
+    ``batch_dir`` names the folder itself; without it and without the run stage, the latest batch is
+    the one (as the notebooks do); with the run stage and no name, a new id.
+    """
+    if params.get("batch_dir"):
+        folder = Path(_kernel_path(Path(params.pop("batch_dir"))))
+        if params.get("batch") not in (None, folder.name):
+            raise ParamError(
+                "batch", f"{params['batch']!r} differs from batch_dir's folder {folder.name!r}", "one of the two"
+            )
+        params["outputs_dir"], params["batch"] = str(folder.parent), folder.name
+    params["outputs_dir"] = _kernel_path(Path(params.get("outputs_dir") or "outputs"))
+    if not params.get("batch") and "run" in stages:
+        params["batch"] = new_batch_id(str(params.get("task", "batch")))
+    elif not params.get("batch"):
+        params["batch"] = latest_batch(from_root(params["outputs_dir"])).name
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(params["batch"])):
+        raise ParamError("batch", f"{params['batch']!r} is not a folder name", "letters, digits, -_.")
+
+
+def _check_run(params: dict[str, Any], folder: Path) -> list[str]:
+    """The run stage's checks (``run.configure``), a resume against the batch's design, and the API key
+    a real endpoint needs; returns the arms."""
+    from kit import run
+
+    cfg = run.configure({**defaults("run"), **_declared("run", params)})
+    if (folder / "manifest.json").is_file():
+        run.check_resume(cfg.params, orjson.loads((folder / "manifest.json").read_bytes()))
+    if cfg.params["endpoint"] == "real" and not os.environ.get(run.REAL[cfg.params["backend"]][1]):
+        env = run.REAL[cfg.params["backend"]][1]
+        raise ParamError("endpoint", f"'real' needs {env} in the environment", "embedded, or real with the key set")
+    return cfg.params["arms"]
+
+
+def _declared(stage: str, params: dict[str, Any]) -> dict[str, Any]:
+    names = {p.name for p in kit_params.NOTEBOOKS[stage]}
+    return {k: v for k, v in params.items() if k in names}
+
+
+def _check_baseline(params: dict[str, Any], arms: list[str]) -> None:
+    baseline = params.get("baseline")
+    if baseline is not None and baseline not in arms:
+        problem = f"{baseline!r} is not an arm of the batch{kit_params.did_you_mean(str(baseline), arms)}"
+        raise ParamError("baseline", problem, arms)
+
+
+def plan(params: dict[str, Any], stages: Sequence[str] = STAGES) -> Plan:
+    """Check every stage's parameters and the batch folder; write nothing. Raises ``ParamError``."""
+    params, stages = dict(params), _stages(stages)
+    _check_names(params)
+    named = "batch_dir" if params.get("batch_dir") else "batch"  # the parameter a wrong folder is blamed on
+    _locate(params, stages)
+    folder = from_root(params["outputs_dir"]) / params["batch"]
+    if "run" in stages:
+        arms = _check_run(params, folder)
+    else:
+        arms = orjson.loads(require_batch(folder, named).joinpath("manifest.json").read_bytes())["params"]["arms"]
+    for stage in stages:
+        if stage != "run":
+            kit_params.validate({**defaults(stage), **_declared(stage, params)}, kit_params.NOTEBOOKS[stage])
+    if "analyze" in stages:
+        _check_baseline(params, arms)
+        for path in params.get("batch_dirs") or []:
+            require_batch(from_root(path), "batch_dirs")
+    return Plan(folder, stages, {stage: _declared(stage, params) for stage in stages})
+
+
+def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True, timeout_s: int | None = None) -> Path:
+    """Run the stages in order; return the batch folder. Raises ``ParamError`` (nothing written) for a
+    mistake in the parameters, ``StageFailed`` at the first stage that fails."""
+    checked = plan(params, stages)
+    checked.folder.mkdir(parents=True, exist_ok=True)
+    for stage in tqdm(checked.stages, desc=f"batch {checked.folder.name}", unit="notebook", disable=not progress):
+        run_stage(stage, checked.folder, checked.parameters[stage], timeout_s)
+    return checked.folder
+
+
+def run_stage(stage: str, folder: Path, parameters: dict[str, Any], timeout_s: int | None = None) -> Path:
+    """Execute one notebook into ``folder``; on success it becomes ``<stage>.ipynb``, on failure
+    ``<stage>.failed.ipynb`` (both exported to HTML), leaving an earlier ``<stage>.ipynb`` untouched."""
+    import papermill  # here, not at the top: it takes seconds to import, and a refused batch needs none of it
+
+    running, out = folder / f"{stage}.running.ipynb", folder / f"{stage}.ipynb"
+    try:
+        papermill.execute_notebook(
+            str(NOTEBOOKS / f"{stage}.ipynb"),
+            str(running),
+            parameters=parameters,
+            cwd=str(ROOT),
+            progress_bar=False,
+            execution_timeout=timeout_s,
+            kernel_name="python3",
+            kernel_manager_class=IPCKernelManager,
+        )
+    except Exception as exc:
+        failed = folder / f"{stage}.failed.ipynb"
+        if running.exists():
+            os.replace(running, failed)
+            record_failure(failed, exc)
+            export_html(failed)
+        raise StageFailed(stage, failed, exc) from exc
+    os.replace(running, out)
+    export_html(out)
+    return out
+
+
 def record_failure(notebook: Path, exc: Exception) -> None:
     """Make sure the saved ``notebook`` shows ``exc``: unless a cell already holds an error, the error goes
     into the last cell that started (the one that was running) and the notebook is marked as failed."""
+    import nbformat
+
     nb = nbformat.read(notebook, as_version=4)
     cells = [c for c in nb.cells if c.cell_type == "code"]
     if not cells or any(o.get("output_type") == "error" for c in cells for o in c.get("outputs", [])):
@@ -132,6 +291,10 @@ def record_failure(notebook: Path, exc: Exception) -> None:
 
 def export_html(notebook: Path) -> Path:
     """The executed notebook as HTML for write-ups (images embedded; secrets redacted)."""
+    import nbformat
+
+    from kit import htmlexport
+
     nb = nbformat.read(notebook, as_version=4)
     html, _ = htmlexport.exporter(embed_images=True).from_notebook_node(nb)
     return write_text(notebook.with_suffix(".html"), redact_text(html))

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import os
 import shutil
 import string
+import sys
 import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,11 +38,10 @@ import pandas as pd
 from tqdm import tqdm
 
 from kit import design, provenance, tasks
-from kit.agents import claude, codex, sdk
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.design import Arm, ParamError, Slot
-from kit.layout import BatchDir, atomic_write, sha256_tree, write_json, write_text
-from kit.params import RUN, validate
+from kit.layout import BatchDir, atomic_write, from_root, sha256_tree, write_json, write_text
+from kit.params import RUN, did_you_mean, validate
 from kit.redact import redact
 
 EMBEDDED_KEY = "kit-embedded-placeholder"  # not a secret: the embedded provider ignores it
@@ -56,12 +57,9 @@ DEFAULT_PROFILE = {
     "codex": "openai-implicit",
     "claude": "anthropic",
 }
-RUNNERS = {
-    "sdk-openai": sdk.run_trial,
-    "sdk-anthropic": sdk.run_trial,
-    "codex": codex.run_trial,
-    "claude": claude.run_trial,
-}
+# The kit/agents module that runs each backend's trials, imported on first use: the SDKs take seconds to
+# import, and checking a batch's parameters before anything is written (kit batch) needs none of them.
+RUNNERS = {"sdk-openai": "sdk", "sdk-anthropic": "sdk", "codex": "codex", "claude": "claude"}
 # Parameters that define a batch: a resumed batch must match them exactly.
 IDENTITY = (
     "task",
@@ -75,6 +73,11 @@ IDENTITY = (
     "seed",
     "task_options",
 )
+
+
+def runner(backend: str) -> Callable[[str, TrialSpec], TrialOutcome]:
+    """The function that runs one trial on ``backend`` (a key of ``RUNNERS``)."""
+    return importlib.import_module(f"kit.agents.{RUNNERS[backend]}").run_trial
 
 
 class RunIncomplete(RuntimeError):
@@ -97,7 +100,7 @@ class RunConfig:
 
     @property
     def batch_dir(self) -> BatchDir:
-        return BatchDir(Path(self.params["outputs_dir"]) / self.params["batch"])
+        return BatchDir(from_root(self.params["outputs_dir"]) / self.params["batch"])
 
 
 # The backend_options each backend reads; any other name would be ignored, so it is refused.
@@ -135,7 +138,8 @@ def configure(values: dict[str, Any]) -> RunConfig:
         arms[name] = Arm.from_dict(name, merged)
     unknown = [a for a in params["arms"] if a not in arms]
     if unknown:
-        raise ParamError("arms", f"unknown arm(s) {unknown} for task {params['task']!r}", sorted(arms))
+        problem = f"unknown arm {unknown[0]!r} for task {params['task']!r}{did_you_mean(unknown[0], arms)}"
+        raise ParamError("arms", problem, sorted(arms))
     design.schedule(params["arms"], 1, params["order"], "check", params["seed"], params["allow_blocked"])
     if not params["batch"]:
         params["batch"] = f"{params['task']}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
@@ -154,13 +158,16 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
     workdirs = _prepare_workdirs(cfg, bd)
     errors: dict[str, str] = {}
     with _provider(cfg, bd, manifest["salt"]) as (base_url, log_path):
-        counters = {"failed": 0, "tokens": 0}
+        counters = {"failed": 0, "tokens": 0, "done": 0}
+        # A bar on a terminal; in a notebook (stderr is no terminal) a bar's redraws become a stderr box in
+        # JupyterLab and one saved line per redraw, so there each finished trial prints one line instead.
+        lines = progress and not sys.stderr.isatty()
         bar = tqdm(
             total=len(slots),
             initial=len(slots) - len(todo),
             desc=cfg.params["batch"],
             unit="trial",
-            disable=not progress,
+            disable=not progress or lines,
         )
         lock = threading.Lock()
 
@@ -175,6 +182,10 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
                 counters["tokens"] += meta.get("total_tokens") or 0
                 bar.set_postfix(failed=counters["failed"], tokens=counters["tokens"])
                 bar.update(1)
+                counters["done"] += 1
+                if lines:
+                    print(f"trial {counters['done']}/{len(todo)} {slot.trial_id}: {meta['status']}, "
+                          f"{meta.get('total_tokens') or 0} tokens", flush=True)  # fmt: skip
 
         pool = ThreadPoolExecutor(max_workers=cfg.params["concurrency"])
         try:
@@ -200,14 +211,7 @@ def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
     p = cfg.params
     if bd.manifest.exists():
         manifest = bd.read_manifest()
-        old = manifest["params"]
-        changed = [k for k in IDENTITY if old.get(k) != p[k]]
-        if changed:
-            raise ParamError(
-                changed[0],
-                f"batch {p['batch']!r} exists with {changed[0]}={old.get(changed[0])!r}",
-                "the batch's own value",
-            )
+        check_resume(p, manifest)
         manifest["resumed_at"] = [*manifest.get("resumed_at", []), _now()]
     else:
         salt = p.get("salt") or design.new_salt()
@@ -229,6 +233,17 @@ def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
     manifest.update(status="running", versions=provenance.versions())
     write_json(bd.manifest, redact(manifest))
     return manifest
+
+
+def check_resume(params: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """Refuse to resume a batch with parameters that define it changed (``IDENTITY``): its trials would
+    mix two designs. ``kit batch`` calls this before any kernel starts, the run stage again."""
+    old = manifest["params"]
+    changed = [k for k in IDENTITY if old.get(k) != params[k]]
+    if changed:
+        name = changed[0]
+        problem = f"batch {params['batch']!r} exists with {name}={old.get(name)!r}"
+        raise ParamError(name, problem, "the batch's own value")
 
 
 def _needs_run(bd: BatchDir, slot: Slot, retry_failed: bool) -> bool:
@@ -351,7 +366,7 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
     offset = log_path.stat().st_size if log_path and log_path.exists() else 0
     started, t0 = _now(), time.perf_counter()
     try:
-        outcome = RUNNERS[p["backend"]](p["backend"], spec)
+        outcome = runner(p["backend"])(p["backend"], spec)
     except Exception as exc:  # a failed trial is recorded, never dropped
         outcome = TrialOutcome(status="failed", reason=f"{type(exc).__name__}: {exc}")
         write_text(tdir / "error.txt", traceback.format_exc())
@@ -432,7 +447,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-__all__ = ["RunConfig", "RunIncomplete", "configure", "run_batch"]
+__all__ = ["RunConfig", "RunIncomplete", "check_resume", "configure", "run_batch"]
 
 
 def summary(batch_dir: Path) -> pd.DataFrame:

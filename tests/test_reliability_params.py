@@ -142,6 +142,26 @@ def test_unknown_name_check_reads_only_papermills_injected_cell():
         params.check_names(["batchh"], params.PLOT)
 
 
+def test_one_parameters_file_serves_every_stage():
+    """A stage takes the parameters it declares and lets another stage's pass: params/*.yaml feeds all four."""
+    params.check_names(["task", "arms", "baseline", "runs_per_arm", "batch"], params.PLOT)
+    with pytest.raises(ParamError, match=r"'baselin': unknown parameter \(did you mean 'baseline'\?\)"):
+        params.check_names(["baselin"], params.PARSE)
+
+
+def test_a_papermill_run_must_name_its_batch():
+    """papermill writes the notebook where it is told; a new batch id would put the data elsewhere."""
+    with pytest.raises(ParamError, match="'batch': missing in a papermill run"):
+        params.check_batch_named(["runs_per_arm"], {"batch": None})
+    params.check_batch_named([], {"batch": None})  # JupyterLab: nothing injected, a new id is fine
+    params.check_batch_named(["batch_dir"], {"batch": None, "batch_dir": "outputs/b"})
+
+
+def test_a_list_given_as_text_is_told_to_use_yaml():
+    with pytest.raises(ParamError, match=r'-p passes text; give a list or mapping with -y "arms: \[a, b\]"'):
+        params.validate({**_run_defaults(), "arms": '["a","b"]'}, params.RUN)
+
+
 def test_pipeline_refuses_a_name_no_stage_declares(tmp_path):
     with pytest.raises(ParamError, match="'runs_per_armm': unknown parameter"):
         pipeline.execute({"task": "batch-read", "runs_per_armm": 3, "outputs_dir": str(tmp_path)}, progress=False)
@@ -159,7 +179,7 @@ def test_in_a_real_kernel_every_notebook_refuses_an_unknown_name_in_its_first_ce
         done = dict(zip(NOTEBOOKS, pool.map(lambda n: _papermill(n, tmp_path / f"{n}.ipynb"), NOTEBOOKS), strict=True))
     for notebook, result in done.items():
         assert result.returncode != 0, notebook
-        assert "parameter 'seedd': unknown parameter for this notebook; accepted:" in result.stderr, notebook
+        assert "parameter 'seedd': unknown parameter (did you mean 'seed'?); accepted:" in result.stderr, notebook
         nb = nbformat.read(tmp_path / f"{notebook}.ipynb", as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
         tags = [c.metadata.get("tags", []) for c in code]
