@@ -51,6 +51,7 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
     for tdir in bd.trial_dirs():
         trial = sources.trial(tdir)
         ident = trial.ident
+        issues += trial.issues
         if not trial.primary:
             issues.append({"source_path": str(tdir), "source_line": 0, "reason": "no transcript in trial folder"})
             continue

@@ -122,3 +122,18 @@ def test_the_transcripts_own_adjustments_are_printed(capsys):
     assert cli.main([str(STREAM)]) == 0
     err = capsys.readouterr().err
     assert "cross-check output_tokens: rows give 3, the transcript says 606" in err and "added to the turn" in err
+
+
+def test_a_listed_file_of_no_format_is_an_issue_not_the_end_of_the_parse(tmp_path):
+    """A CLI killed before it wrote a line leaves an empty transcript; the stage says where and reads on."""
+    batch = shutil.copytree(BATCH, tmp_path / "batch-read", ignore=shutil.ignore_patterns("tables"))
+    trial = batch / "raw" / "r00-placebo"
+    meta = orjson.loads((trial / "meta.json").read_bytes())
+    (trial / "killed.jsonl").write_bytes(b"")
+    (trial / "meta.json").write_bytes(orjson.dumps({**meta, "transcripts": ["killed.jsonl", *meta["transcripts"]]}))
+    tables = parse.parse_batch(batch)
+    assert tables["parse_issues"].to_dict("records") == [
+        {"source_path": str(trial / "killed.jsonl"), "source_line": 0, "reason": "empty file"}
+    ]
+    assert len(tables["requests"]) == len(committed())
+    assert sources.trial(trial).primary == [trial / "sdk_responses.jsonl"]

@@ -88,6 +88,7 @@ def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tu
         read_here = []
         for folder in folders:
             trial = sources.trial(folder)
+            issues += trial.issues
             if not trial.primary:
                 issues.append({"source_path": str(folder), "source_line": 0, "reason": "no transcript in trial folder"})
                 continue

@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from kit.transcripts._base import Issues, as_dict, json_lines
+from kit.transcripts._base import Issues, TranscriptError, as_dict, json_lines
 from kit.transcripts._detect import detect
 
 META = "meta.json"
@@ -34,13 +34,15 @@ CHECKED = ["input_tokens", "cache_read_tokens", "output_tokens"]
 
 @dataclass(frozen=True)
 class Trial:
-    """One trial folder's sources: ``primary`` is read, ``log`` and ``others`` describe the same responses."""
+    """One trial folder's sources: ``primary`` is read, ``log`` and ``others`` describe the same responses;
+    ``issues`` lists the listed files whose format could not be told (empty, cut off, unknown)."""
 
     folder: Path
     meta: dict
     primary: list[Path]
     log: Path | None
     others: list[Path]
+    issues: list[dict]
 
     @property
     def ident(self) -> dict:
@@ -59,17 +61,24 @@ def trial(folder: Path) -> Trial:
 
     A backend lists its transcripts best first (Codex rollouts before ``codex exec --json`` stdout,
     Claude session files before stream-json); a trial with fresh sessions has one such file per session.
-    Without a transcript of its own, the provider log is the primary source.
+    A file whose format cannot be told (a CLI killed before it wrote a line) is an issue at its place,
+    not the end of the batch's parse. Without a transcript of its own, the provider log is the primary
+    source.
     """
     meta = orjson.loads((folder / META).read_bytes())
     names = [n for n in meta.get("transcripts", []) if (folder / n).is_file()]
     log = folder / PROVIDER_LOG if PROVIDER_LOG in names else None
-    listed = [folder / n for n in names if n != PROVIDER_LOG]
-    if not listed:
-        return Trial(folder, meta, [log] if log else [], log, [])
-    best = detect(listed[0])
-    primary = [p for p in listed if detect(p) == best]
-    return Trial(folder, meta, primary, log, [p for p in listed if p not in primary])
+    formats, issues = {}, []
+    for path in (folder / n for n in names if n != PROVIDER_LOG):
+        try:
+            formats[path] = detect(path)
+        except TranscriptError as exc:
+            issues.append({"source_path": exc.path, "source_line": exc.line, "reason": exc.reason})
+    if not formats:
+        return Trial(folder, meta, [log] if log else [], log, [], issues)
+    best = next(iter(formats.values()))
+    primary = [p for p, fmt in formats.items() if fmt == best]
+    return Trial(folder, meta, primary, log, [p for p in formats if p not in primary], issues)
 
 
 def trial_folders(path: Path) -> list[Path] | None:
