@@ -140,24 +140,24 @@ class ResponseReader:
         self._calls: set[tuple[Any, Any]] = set()  # Chat streams: (choice index, call index)
         self._pending = b""  # decoded bytes not yet split into events / the JSON body so far
         coding = content_encoding.strip().lower()
+        self._readable = coding in ("", "identity", "gzip", "deflate")  # False: passed on, not read
         self._decoder: Any = None
         if coding == "gzip":
             self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
         elif coding == "deflate":
             self._decoder = zlib.decompressobj()
-        elif coding not in ("", "identity"):
+        elif not self._readable:
             self.error = f"response content-encoding {coding!r} not read: usage unknown"
 
     def feed(self, chunk: bytes) -> bool:
         """Take the next chunk as sent; True once the stream's final event is in."""
         self.size += len(chunk)
-        if self.error and self.error.startswith("response content-encoding"):
+        if not self._readable:
             return False
         try:
             data = self._decoder.decompress(chunk) if self._decoder else chunk
         except zlib.error as exc:
-            self.error, self._decoder = f"response body not decodable: {exc}", None
-            self._pending = b""
+            self.error, self._readable, self._pending = f"response body not decodable: {exc}", False, b""
             return False
         self._pending += data
         if self.sse:

@@ -31,7 +31,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -187,10 +187,9 @@ class ProxyApp:
             reader = ResponseReader(
                 api, response.headers.get("content-type", ""), response.headers.get("content-encoding", "")
             )
-            fields.update(await reading)
 
-            def log(error: str | None = None) -> None:
-                self._log_response(fields, started, response.status_code, reader, error)
+            async def log(error: str | None = None) -> None:
+                self._log_response({**fields, **await reading}, started, response.status_code, reader, error)
 
             await _relay(response, scope, receive, send, reader, log)
         finally:
@@ -252,7 +251,7 @@ async def _relay(
     receive: Receive,
     send: Send,
     reader: ResponseReader | None,
-    log: Callable[..., None] | None,
+    log: Callable[[str | None], Awaitable[None]] | None,
 ) -> None:
     """Send the upstream's response to the client as it arrives and, for a model request, log it once.
 
@@ -260,13 +259,14 @@ async def _relay(
     chunk. A client that hangs up stops the relay (and the upstream request); an upstream that drops the
     connection mid-body gets the client's connection dropped too, as the client would have seen it.
     """
-    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _hop_by_hop(response.headers.raw)]
+    drop = _hop_by_hop(response.headers.raw)
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in drop]
     state = {"logged": False, "sent": 0}
 
-    def log_once(error: str | None = None) -> None:
+    async def log_once(error: str | None = None) -> None:
         if log is not None and not state["logged"]:
+            await log(error)  # marked after: a relay cancelled while it waits for the segments leaves it to the caller
             state["logged"] = True
-            log(error)
 
     async def pump() -> bool:
         """True once the whole body has been sent."""
@@ -277,7 +277,7 @@ async def _relay(
         try:
             async for chunk in response.aiter_raw():
                 if reader is not None and reader.feed(chunk):
-                    log_once()  # the stream's final event is in this chunk: the line goes first
+                    await log_once()  # the stream's final event is in this chunk: the line goes first
                 if buffered:
                     chunks.append(chunk)
                     continue
@@ -285,7 +285,7 @@ async def _relay(
                 state["sent"] += len(chunk)
         except httpx.HTTPError as exc:
             size = reader.size if reader is not None else state["sent"]
-            log_once(f"upstream connection lost after {size} bytes: {type(exc).__name__}")
+            await log_once(f"upstream connection lost after {size} bytes: {type(exc).__name__}")
             if buffered:  # nothing sent yet: the client gets a 502 it can read
                 message = f"the upstream dropped the connection mid-response: {type(exc).__name__}"
                 await _error_response(_is_anthropic(Request(scope)), 502, message)(scope, receive, send)
@@ -293,7 +293,7 @@ async def _relay(
             return False  # returning without completing the response cuts the client's connection
         if reader is not None:
             reader.finish(response.status_code)
-        log_once()
+        await log_once()
         if buffered:
             await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
             await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": False})
@@ -308,11 +308,12 @@ async def _relay(
         relay.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await relay
-        log_once(f"client disconnected after {reader.size if reader is not None else state['sent']} bytes")
+        await log_once(f"client disconnected after {reader.size if reader is not None else state['sent']} bytes")
     hangup.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await hangup
-    relay.result()  # an unexpected error in the relay surfaces here
+    if not relay.cancelled():
+        relay.result()  # an unexpected error in the relay surfaces here
 
 
 async def _disconnected(receive: Receive) -> None:
