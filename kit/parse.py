@@ -122,11 +122,8 @@ def _renumbered(found: pd.DataFrame, numbering: sources.Numbering) -> pd.DataFra
     """
     if found.empty:
         return found
-    first = {path: kept[0] if len(kept) else 0 for path, kept in numbering.kept.items()}
-    keep = [
-        first.get(p) is not None and pd.notna(c) and c >= first[p]
-        for p, c in zip(found["source_path"], found["cycle"], strict=True)
-    ]
+    first = [numbering.first(p) for p in found["source_path"]]
+    keep = [f is not None and pd.notna(c) and c >= f for f, c in zip(first, found["cycle"], strict=True)]
     found = found[keep]
     cycles = [numbering.cycle(p, c) for p, c in zip(found["source_path"], found["cycle"], strict=True)]
     return found.assign(cycle=pd.array(cycles, dtype="Int64"))

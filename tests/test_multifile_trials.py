@@ -1,10 +1,12 @@
 """Trials with several transcript files (issue 14): fresh sessions, a subagent and a compaction request.
 
 Each file numbers its responses from 0; the parse stage orders a trial's files by start time and
-numbers ``cycle`` across the trial, keeping ``file_cycle``, ``file_role`` and ``sidechain``, and maps
-tool results and events onto the trial's cycles, so occupancy measures the main window (starting over
-at a fresh session) and leaves the subagent's out. The trial is written here in Claude Code's session
-format, with file names in the opposite order of their start times.
+numbers ``cycle`` across the trial (a file that overlaps another in time, as a compaction request
+inside a session does, has its responses placed where they happened), keeping ``file_cycle``,
+``file_role`` and ``sidechain``, and maps tool results and events onto the trial's cycles, so occupancy
+measures the main window (starting over at a fresh session) and leaves the subagent's out. The trial
+is written here in Claude Code's session format, with file names in the opposite order of their start
+times.
 """
 
 from __future__ import annotations
@@ -87,12 +89,12 @@ def test_cycle_counts_the_trials_responses_across_its_files_in_start_order(batch
         [3, 1, "subagent", True, None, "agent-s1.jsonl"],
         [4, 0, "main", False, 2, "a-second.jsonl"],  # the second session's turn follows the first's
         [5, 1, "main", False, 2, "a-second.jsonl"],
-        [6, 2, "main", False, 2, "a-second.jsonl"],
-        [7, 0, "compaction", True, None, "agent-acompact-c1.jsonl"],
+        [6, 0, "compaction", True, None, "agent-acompact-c1.jsonl"],  # requested inside the session
+        [7, 2, "main", False, 2, "a-second.jsonl"],
     ]
     # tool results and events are at the trial's cycles: the request after the call, after the boundary
     assert tables["tool_results"][["cycle", "category"]].values.tolist() == [[1, "read"], [5, "bash"]]
-    assert tables["events"][["cycle", "kind"]].values.tolist() == [[6, "system:compact_boundary"]]
+    assert tables["events"][["cycle", "kind"]].values.tolist() == [[7, "system:compact_boundary"]]
     assert tables["trials"]["cycles"].tolist() == [8]
 
 

@@ -10,12 +10,15 @@ and for ``python -m kit parse`` alike: every file in the format the backend list
 
 A trial with fresh sessions, subagents or compactions has several primary files, each numbering its
 responses from 0. ``number`` orders them by start time and numbers ``cycle`` across the trial (the
-canonical row's contract, docs/tables.md), keeping the per-file count as ``file_cycle`` and the file's
-role (``main``, ``subagent``, ``compaction``) as ``file_role`` (docs/design.md).
+canonical row's contract, docs/tables.md; a file overlapping another in time, such as a subagent's,
+has its responses placed where they happened, the order the provider logged them), keeping the
+per-file count as ``file_cycle`` and the file's role (``main``, ``subagent``, ``compaction``) as
+``file_role`` (docs/design.md).
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,59 +129,84 @@ def file_role(path: Path, fmt: str) -> str:
 
 @dataclass(frozen=True)
 class Numbering:
-    """Where each file's responses sit in the trial: its first trial cycle and its kept per-file cycles."""
+    """Where each file's responses sit in the trial: per file, its kept per-file cycles (ascending; a
+    reader drops a response another file holds too) and their trial cycles."""
 
-    offsets: dict[str, int]
-    kept: dict[str, np.ndarray]
+    files: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    def first(self, source_path: str) -> int | None:
+        """The file's first kept per-file cycle (None for a file without rows)."""
+        own = self.files.get(source_path, (np.array([]), None))[0]
+        return int(own[0]) if len(own) else None
 
     def cycle(self, source_path: str, file_cycle: int | None) -> int | None:
         """The trial cycle of the first response of ``source_path`` at or after ``file_cycle`` (an event's
-        or tool result's "next request"); past the file's last response, one past it."""
-        if file_cycle is None or pd.isna(file_cycle) or source_path not in self.offsets:
+        or tool result's "next request"); past the file's last response, one past that response."""
+        if file_cycle is None or pd.isna(file_cycle) or source_path not in self.files:
             return None
-        return self.offsets[source_path] + int(np.searchsorted(self.kept[source_path], file_cycle, side="left"))
+        own, trial = self.files[source_path]
+        i = int(np.searchsorted(own, file_cycle, side="left"))
+        return int(trial[i]) if i < len(trial) else int(trial[-1]) + 1
+
+
+NEVER = np.iinfo(np.int64).max  # the time of a file with no timestamps: after every timed one
+
+
+def _times(started: pd.Series) -> np.ndarray:
+    """A file's response times in ns, a missing one taken from the response before it (or, first, after)."""
+    if started.isna().all():
+        return np.full(len(started), NEVER, dtype=np.int64)
+    return started.ffill().bfill().astype("int64").to_numpy()
 
 
 def number(rows: pd.DataFrame) -> tuple[pd.DataFrame, Numbering]:
     """One trial's rows with ``cycle`` and ``turn`` counted across its files, ``file_cycle``, ``file_role``
-    and ``sidechain``; rows in file start order, then file order.
+    and ``sidechain``, in trial order.
 
-    A file starts at its first response's ``started_at`` (files without one keep their given order,
-    after the timed ones). A main file's turns follow the previous main file's; subagent and compaction
-    responses are no user's turn (NA). ``sidechain`` is set for those files' responses and for the
-    responses a reader lists in ``attrs["sidechain_ids"]`` (subagent lines inside a Claude session).
+    Files are taken in start order (their first response's ``started_at``; files without one after the
+    timed ones, in the given order) and their responses merged by time, never reordered within a file:
+    files one after the other (fresh sessions) follow each other, and a subagent's responses fall
+    between the parent's where they happened, as the provider logged them. A main file's turns follow
+    the previous main file's; subagent and compaction responses are no user's turn (NA). ``sidechain``
+    is set for those files' responses and for the responses a reader lists in ``attrs["sidechain_ids"]``
+    (subagent lines inside a Claude session).
     """
     attrs = rows.attrs
-    paths = list(dict.fromkeys(rows["source_path"]))
     started = pd.to_datetime(rows["started_at"], utc=True, errors="coerce", format="ISO8601")
-    first = started.groupby(rows["source_path"], sort=False).min()
-    order = sorted(paths, key=lambda p: (pd.isna(first[p]), 0 if pd.isna(first[p]) else first[p].value))
     sidechain_ids = {(s["source_path"], s["cycle"]) for s in attrs.get("sidechain_ids", [])}
-    parts, offsets, kept = [], {}, {}
-    cycle, turn = 0, 0
-    for path in order:
-        part = rows[rows["source_path"] == path].sort_values("cycle", kind="stable")
+    files = []
+    for path, part in rows.groupby("source_path", sort=False):
+        part = part.sort_values("cycle", kind="stable")
+        files.append((str(path), part, _times(started[part.index])))
+    files.sort(key=lambda f: f[2][0])  # stable: files of equal start keep their given order
+    merged = heapq.merge(*[[(t, i, pos) for pos, t in enumerate(times)] for i, (_, _, times) in enumerate(files)])
+    place = {(i, pos): cycle for cycle, (_, i, pos) in enumerate(merged)}
+    parts, numbering, turn = [], {}, 0
+    for i, (path, part, _) in enumerate(files):
         kind = file_role(Path(path), str(part["source_format"].iloc[0]))
-        own = part["cycle"]  # NA where rows are turns, not responses (codex exec --json): positions then
-        offsets[path] = cycle
-        kept[path] = np.arange(len(part)) if own.isna().any() else own.to_numpy(dtype=np.int64)
+        own = part["cycle"]  # NA where rows are turns, not responses (codex exec --json)
+        trial = np.array([place[i, pos] for pos in range(len(part))], dtype=np.int64)
+        numbering[path] = (np.arange(len(part)) if own.isna().any() else own.to_numpy(dtype=np.int64), trial)
         trial_turn = part["turn"] + turn if kind == "main" else pd.Series(pd.NA, index=part.index, dtype="Int64")
         marked = np.array([(path, c) in sidechain_ids for c in own], dtype=bool)
         parts.append(
             part.assign(
                 file_cycle=own,
-                cycle=pd.Series(range(cycle, cycle + len(part)), index=part.index, dtype="Int64").where(own.notna()),
+                cycle=pd.Series(trial, index=part.index, dtype="Int64").where(own.notna()),
                 turn=trial_turn,
                 file_role=kind,
                 sidechain=marked | (kind != "main"),
+                _order=trial,
             )
         )
-        cycle += len(part)
         if kind == "main" and trial_turn.notna().any():
             turn = int(trial_turn.max())
-    out = pd.concat(parts) if parts else rows.assign(file_cycle=rows["cycle"], file_role="main", sidechain=False)
+    if not parts:
+        out = rows.assign(file_cycle=rows["cycle"], file_role="main", sidechain=False)
+    else:
+        out = pd.concat(parts).sort_values("_order", kind="stable").drop(columns="_order")
     out.attrs = attrs
-    return out.reset_index(drop=True), Numbering(offsets, kept)
+    return out.reset_index(drop=True), Numbering(numbering)
 
 
 def crosscheck(primary: pd.DataFrame, logged: pd.DataFrame, log: Path) -> list[dict]:
