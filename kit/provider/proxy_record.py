@@ -140,7 +140,7 @@ class ResponseReader:
         self._calls: set[tuple[Any, Any]] = set()  # Chat streams: (choice index, call index)
         self._pending = b""  # decoded bytes not yet split into events / the JSON body so far
         coding = content_encoding.strip().lower()
-        self._readable = coding in ("", "identity", "gzip", "deflate")  # False: passed on, not read
+        self._readable = coding in ("", *DECODABLE)  # False: passed on, not read
         self._decoder: Any = None
         if coding == "gzip":
             self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
