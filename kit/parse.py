@@ -4,7 +4,8 @@ Per trial, the backend's own transcripts are the primary source (the SDK agents'
 the Codex rollouts, the Claude session files: ``kit.transcripts.sources``, the one rule ``python -m kit
 parse`` follows too); the embedded provider's log of the same trial is a cross-check, and any
 disagreement between the two is reported in ``parse_issues``, never silently resolved
-(docs/method.md#transcripts). A trial's files (fresh sessions, subagents, compactions) are numbered in
+(docs/method.md#transcripts); so are the other files of the same responses (``codex exec --json``
+stdout, stream-json), in sums. A trial's files (fresh sessions, subagents, compactions) are numbered in
 start order, so ``cycle`` counts the trial's responses (docs/tables.md). The provider log
 also gives each request's prompt segments (content hashes and token counts), which the cache model
 replays offline.
@@ -62,7 +63,7 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
             found, checks = _renumbered(found, numbering), []
         else:
             checks = sources.crosscheck(rows, logged, log)
-        issues += rows.attrs.get("issues", []) + _disagreements(rows) + checks
+        issues += rows.attrs.get("issues", []) + _disagreements(rows) + checks + sources.check_others(trial, rows)
         events += [_event(e, ident, numbering) for e in rows.attrs.get("events", [])]
         requests.append(rows.assign(**ident, backend=trial.meta["backend"]))
         tools.append(found.assign(**ident))

@@ -55,10 +55,7 @@ def trial_rows(trial: sources.Trial, format: str = "auto", strict: bool = False)
     if trial.log is not None and trial.log not in trial.primary:
         logged = read([trial.log])
         issues += [*logged.attrs["issues"], *sources.crosscheck(rows, logged, trial.log)]
-    for other in trial.others:
-        theirs = read([other])
-        issues += [*theirs.attrs["issues"], *sources.totals_check(rows, theirs, other)]
-    return rows, issues
+    return rows, issues + sources.check_others(trial, rows)
 
 
 def batch_check(rows: pd.DataFrame, log: Path) -> list[dict]:

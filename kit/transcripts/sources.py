@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from kit.transcripts import read
 from kit.transcripts._base import Issues, TranscriptError, as_dict, json_lines
 from kit.transcripts._detect import detect
 
@@ -221,6 +222,16 @@ def crosscheck(primary: pd.DataFrame, logged: pd.DataFrame, log: Path) -> list[d
         for a, b, line in pairs
         if a != b
     ]
+
+
+def check_others(trial: Trial, rows: pd.DataFrame) -> list[dict]:
+    """The trial's other files of the same responses against its rows: their own issues and every sum
+    they disagree on (``totals_check``)."""
+    issues = []
+    for other in trial.others:
+        theirs = read([other])
+        issues += [*theirs.attrs["issues"], *totals_check(rows, theirs, other)]
+    return issues
 
 
 def totals_check(primary: pd.DataFrame, other: pd.DataFrame, path: Path) -> list[dict]:
