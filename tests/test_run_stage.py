@@ -163,6 +163,10 @@ def test_small_batch_parses_and_agrees_with_the_provider_log(tmp_path, backend):
     assert set(tables["trials"]["status"]) == {"ok"} and len(tables["trials"]) == 4
     per_trial = tables["requests"].groupby("trial_id")["cycle"].count()
     assert (per_trial == tables["trials"].set_index("trial_id")["cycles"]).all()
+    # one SDK record per trial: its own cycles are the trial's, all in the main window
+    requests = tables["requests"]
+    assert requests["cycle"].equals(requests["file_cycle"]) and (requests["file_role"] == "main").all()
+    assert not requests["sidechain"].any()
     assert (tables["tool_results"]["category"] == "read").sum() >= 4 * 13  # manifest, config and 12 modules
 
 
