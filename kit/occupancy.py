@@ -2,11 +2,12 @@
 
 A single answer's cost is a flow; occupancy is a stock that every later turn pays for, so a tool can be
 cheap per call and still crowd the window. The method (docs/method.md#occupancy) is measured, not
-estimated. Each request's ``input_tokens`` is its whole prompt (the canonical row already holds cache reads and writes), so the
-growth from one request to the next is exactly what was appended in between: the previous response's
-output, the tool results and any user text. Those parts are known in characters (tool results, and
-the response's output where a reader supplies ``output_chars``) or in tokens (the response's visible
-output, ``output_tokens - reasoning_tokens``, where no characters are known), so:
+estimated. Each request's ``input_tokens`` is its whole prompt (the canonical row already holds cache
+reads and writes), so the growth from one request to the next is exactly what was appended in
+between: the previous response's output, the tool results and any user text. Those parts are known
+in characters (tool results, and the response's output where a reader supplies ``output_chars``) or
+in tokens (the response's visible output, ``output_tokens - reasoning_tokens``, where no characters
+are known), so:
 
 1. Characters per token are calibrated per trial on the gaps that are >= 80% tool result
    (docs/method.md#calibration: calibrating on every gap hands a short result a whole gap whose
