@@ -267,7 +267,7 @@ def work_root(bd: BatchDir) -> Path:
     """Where the arms' fixture copies live: a neutral path outside the batch folder.
 
     Agents are told their absolute working directory, so it must not name the batch, the task or
-    the arm (seed 001: the model must not infer the experiment from the path). The folder is derived
+    the arm (docs/method.md#controls: the model must not infer the experiment from the path). The folder is derived
     from the batch folder, so a resumed batch gets the same paths; fixtures are regenerated if gone.
     """
     tag = hashlib.sha256(str(bd.root.resolve()).encode()).hexdigest()[:10]
@@ -275,7 +275,7 @@ def work_root(bd: BatchDir) -> Path:
 
 
 def _prepare_workdirs(cfg: RunConfig, bd: BatchDir) -> dict[str, Path]:
-    """One fixture copy per arm at an anonymised path (work/repo_a, work/repo_b …; seed 001)."""
+    """One fixture copy per arm at an anonymised path (work/repo_a, work/repo_b …; docs/method.md#controls)."""
     out = {}
     root = work_root(bd)
     for letter, arm_name in zip(string.ascii_lowercase, cfg.params["arms"], strict=False):
@@ -316,7 +316,7 @@ def _provider(cfg: RunConfig, bd: BatchDir, salt: str) -> Iterator[tuple[str, Pa
 
 def policy_seed(seed: int, salt: str) -> int:
     """The scripted model's seed: the user's seed and the batch salt, so two batches with the same
-    ``seed`` are independent replications (seed 000 asks for >= 3 batches) yet each is reproducible."""
+    ``seed`` are independent replications (docs/method.md#replication asks for >= 3) yet each is reproducible."""
     return int.from_bytes(hashlib.sha256(f"{seed}|{salt}".encode()).digest()[:8], "big")
 
 

@@ -1,0 +1,174 @@
+"""Every command of README.md's ```sh blocks runs, as written, in a copy of the repository.
+
+The copy holds the files git knows (tracked, and new ones not ignored), so the commands meet what a
+fresh clone has; its code is imported first (``PYTHONPATH``) and the venv's ``bin/`` is on ``PATH``, as
+README asks. ``make demo`` is checked to be ``python -m kit batch -f params/demo.yaml`` and that runs;
+``make test`` is this suite, checked to run pytest. A long-running command (the embedded provider) runs
+until it prints its URL. A README command the test has no way to run fails the suite.
+
+The commands on ``outputs/mybatch`` build on each other and run in README order; the rest run in README
+order beside them. The demo's command runs once however often README shows it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+DEMO = "python -m kit batch -f params/demo.yaml"
+SERVERS = ("python -m kit provider serve",)  # they run until interrupted
+
+
+def readme_commands(text: str) -> list[list[str]]:
+    """The ```sh blocks of ``text``, each a list of commands (continuation lines joined, comments kept)."""
+    blocks = re.findall(r"^```sh\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
+    out = []
+    for block in blocks:
+        joined = re.sub(r"\\\n\s*", " ", block)
+        out.append([line.strip() for line in joined.splitlines() if line.strip() and not line.startswith("#")])
+    return out
+
+
+def _words(command: str) -> list[str]:
+    return shlex.split(command, comments=True)
+
+
+def make_recipe(target: str) -> list[str]:
+    """The command lines of a Makefile target (its recipe), with ``$(BIN)/`` dropped."""
+    text = (ROOT / "Makefile").read_text()
+    recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", text, flags=re.MULTILINE)
+    assert recipe, f"Makefile has no {target} target"
+    return [line.strip().replace("$(BIN)/", "") for line in recipe.group(1).splitlines()]
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    """The repository's files as a fresh clone has them, with the venv linked in."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True,
+        check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    dest = tmp_path_factory.mktemp("clone")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    (dest / ".venv").symlink_to(VENV_BIN.parent)
+    return dest
+
+
+def _env(clone: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "VIRTUAL_ENV")}
+    env.update(PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(clone))
+    return env
+
+
+def _run(command: str, clone: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", command], cwd=clone, env=_env(clone), capture_output=True, text=True, timeout=600
+    )
+
+
+def _serve(command: str, clone: Path) -> subprocess.CompletedProcess:
+    """Start a server command, read its first line (the URL it serves), stop it."""
+    proc = subprocess.Popen(
+        ["bash", "-c", f"exec {command}"], cwd=clone, env=_env(clone), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        first = proc.stdout.readline()
+    finally:
+        proc.terminate()
+        rest, err = proc.communicate(timeout=30)
+    ok = first.startswith("http://127.0.0.1:")
+    return subprocess.CompletedProcess(command, 0 if ok else 1, first + rest, err)
+
+
+def _dispatch(command: str, clone: Path) -> subprocess.CompletedProcess:
+    """Run one README command the way it has to be run; fail for a command the test cannot run."""
+    words = _words(command)
+    if words == ["make", "demo"]:
+        assert make_recipe("demo") == [DEMO], "make demo is no longer the command this test runs"
+        return _run(DEMO, clone)
+    if words == ["make", "test"]:
+        assert any("-m pytest" in line for line in make_recipe("test")), "make test no longer runs pytest"
+        return subprocess.CompletedProcess(command, 0, "this suite", "")
+    if words[0] == "make":
+        pytest.fail(f"README command {command!r}: test_readme.py does not know how to run it")
+    if command.startswith(SERVERS):
+        return _serve(command, clone)
+    return _run(command, clone)
+
+
+@pytest.fixture(scope="module")
+def ran(clone) -> dict[str, subprocess.CompletedProcess]:
+    """Every README command's result, keyed by the command; the demo beside the rest."""
+    commands = [c for block in readme_commands((ROOT / "README.md").read_text()) for c in block]
+    demo = [c for c in commands if _words(c) in (["make", "demo"], _words(DEMO))]
+    chained = [c for c in commands if "mybatch" in c]
+    others = [c for c in commands if c not in chained]
+
+    def run_in_order(chosen: list[str]) -> dict[str, subprocess.CompletedProcess]:
+        results: dict[str, subprocess.CompletedProcess] = {}
+        for command in chosen:
+            results[command] = results[demo[0]] if command in demo[1:] else _dispatch(command, clone)
+            if results[command].returncode:
+                break  # later commands of the README build on this one
+        return results
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        parts = list(pool.map(run_in_order, [others, chained]))
+    return parts[0] | parts[1]
+
+
+def test_every_readme_command_runs_as_written(ran):
+    commands = [c for block in readme_commands((ROOT / "README.md").read_text()) for c in block]
+    assert len(commands) >= 10
+    for command in commands:
+        assert command in ran, f"not run (an earlier command failed): {command}"
+        result = ran[command]
+        assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+
+
+def test_demo_ends_with_the_headline_and_the_report(ran, clone):
+    out = ran[next(c for c in ran if c.startswith("make demo"))]
+    lines = out.stdout.strip().splitlines()
+    report = re.fullmatch(r"report: (outputs/[A-Za-z0-9_.-]+/report\.html)", lines[-1])
+    assert report and (clone / report.group(1)).is_file(), lines[-1]
+    assert lines[0].startswith("batch folder: outputs/")
+    assert any("fewer total tokens than placebo" in line or "more total tokens" in line for line in lines), lines
+    assert "total_tokens" not in out.stdout  # the sentences, not the headline table's columns
+    assert "without encryption" not in out.stderr
+
+
+def test_papermill_by_hand_and_a_stage_alone_stay_in_the_named_folder(ran, clone):
+    batch = clone / "outputs" / "mybatch"
+    for stage in ("run", "parse", "analyze", "plot"):
+        assert (batch / f"{stage}.ipynb").is_file(), stage
+    assert (batch / "manifest.json").is_file() and (batch / "report.html").is_file()
+    strays = {p.name for p in (clone / "outputs").iterdir()} - {"examples", "mybatch"}
+    assert len(strays) == 1 and re.fullmatch(r"batch-read-\d{8}-\d{6}", strays.pop())  # the demo's, nothing else
+    assert not list(batch.glob("*.running.*")) and not list(batch.glob("*.failed.*"))
+
+
+def test_help_lists_the_commands(ran):
+    out = ran[next(c for c in ran if c.startswith("python -m kit --help"))].stdout
+    for name in ("batch", "provider", "parse", "ping", "snapshot"):
+        assert f"  {name} " in out, name
+
+
+def test_readme_names_no_folder_outside_the_repository():
+    text = (ROOT / "README.md").read_text()
+    assert "../shared" not in text and "DESIGN.md" not in text and "tables_spec" not in text
+    for link in re.findall(r"`(docs/[a-z]+\.md)(?:#[a-z-]+)?`", text):
+        assert (ROOT / link).is_file(), link
