@@ -65,6 +65,25 @@ _COMMON: dict[str, tuple[str, str]] = {
     "reasoning_tokens": ("the reasoning part of output", "tokens"),
     "total_tokens": ("input + output: the cache-independent headline (docs/method.md#totals)", "tokens"),
     "tool_calls": ("tool calls the response asked for", "count"),
+    "output_chars": (
+        "characters the response wrote, from the transcript's content: text, visible reasoning, tool-call inputs "
+        "as sent; encrypted or redacted reasoning not counted; missing where the source lacks the content "
+        "(docs/method.md#transcripts)",
+        "characters",
+    ),
+    "exec_cells": (
+        "Codex Code Mode cells (`exec` custom tool calls) the response wrote (docs/method.md#transcripts)",
+        "count",
+    ),
+    "exec_tool_calls": ("`tools.<name>(` calls written in those cells", "count"),
+    "exec_multi_call_cells": ("cells with two or more `tools.<name>(` calls", "count"),
+    "exec_promise_all_cells": ("cells using `Promise.all` or `Promise.allSettled`", "count"),
+    "function_calls": ("plain Codex function calls (`function_call` items), made without a cell", "count"),
+    "quota_primary_used": (
+        "Codex plan quota used in the primary window, as the response's `token_count` event reports it",
+        "percent",
+    ),
+    "quota_secondary_used": ("Codex plan quota used in the secondary window, likewise", "percent"),
     "usage_known": ("false where the source gave no usage: token counts are then missing, never zero", "boolean"),
     "started_at": ("when the response (or trial) started", "ISO-8601 time"),
     "wall_s": ("wall-clock duration", "seconds"),
@@ -123,11 +142,29 @@ def _table(
     return Table(path, writer, purpose, method, tuple(Column(n, *described[n]) for n in names))
 
 
-_TRIALS = [*metrics.META_COLUMNS, *metrics.TRIAL_COLUMNS, *(f"calls_{c}" for c in CATEGORIES)]
-_TRIAL_SUMS = {
-    c: (f"{_COMMON[c][0]}, summed over the trial's responses; missing if any response's usage is unknown", "tokens")
-    for c in schema.TOKENS
-} | {"tool_calls": ("tool calls over the trial's responses", "count")}
+_TRIALS = [
+    *metrics.META_COLUMNS,
+    *metrics.TRIAL_COLUMNS,
+    *(f"calls_{c}" for c in CATEGORIES),
+    *parse.RESPONSE_SUMS,
+    *parse.QUOTA_COLUMNS,
+]
+_TRIAL_SUMS = (
+    {
+        c: (f"{_COMMON[c][0]}, summed over the trial's responses; missing if any response's usage is unknown", "tokens")
+        for c in schema.TOKENS
+    }
+    | {"tool_calls": ("tool calls over the trial's responses", "count")}
+    | {
+        c: (f"{_COMMON[c][0].split(' (docs/')[0]}, summed over the trial's responses; missing if any is", _COMMON[c][1])
+        for c in parse.RESPONSE_SUMS
+    }
+    | {
+        f"{c}_{end}": (f"{_COMMON[c][0].split(',')[0]}, at the trial's {end} response that reported it", "percent")
+        for c in schema.QUOTA
+        for end in ("first", "last")
+    }
+)
 _RATIO = ("mean of the arm / mean of the baseline (a difference of means for `grade`)", "ratio")
 _SAVINGS_STATS = {
     s: (f"{s} of the per-prompt savings `1 − arm/control`", "fraction")

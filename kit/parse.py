@@ -20,7 +20,16 @@ import pandas as pd
 
 from kit import metrics, transcripts
 from kit.layout import BatchDir, write_table
-from kit.schema import ISSUE_COLUMNS, TOOL_RESULT_COLUMNS, TOOL_RESULT_DTYPES, frame, requests_frame
+from kit.schema import (
+    CODE_MODE,
+    ISSUE_COLUMNS,
+    OUTPUT,
+    QUOTA,
+    TOOL_RESULT_COLUMNS,
+    TOOL_RESULT_DTYPES,
+    frame,
+    requests_frame,
+)
 from kit.transcripts import sources
 from kit.transcripts._tools import CATEGORIES
 
@@ -30,6 +39,8 @@ META_COLUMNS = [
 ]  # fmt: skip
 SEGMENT_COLUMNS = ["batch", "arm", "run", "trial_id", "cycle", "t", "input_tokens", "segments_json"]
 EVENT_COLUMNS = ["batch", "arm", "trial_id", "cycle", "kind", "source_path", "source_line", "detail"]
+RESPONSE_SUMS = [*OUTPUT, *CODE_MODE]  # per-response counts the trials table sums
+QUOTA_COLUMNS = [f"{c}_{end}" for c in QUOTA for end in ("first", "last")]  # quota at the trial's first/last response
 
 
 def trial_meta(bd: BatchDir) -> pd.DataFrame:
@@ -76,7 +87,7 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
     )
     tables = {
         "requests": req,
-        "trials": _with_calls_by_category(metrics.trial_table(req, meta_df), tool_results),
+        "trials": _with_response_counts(_with_calls_by_category(metrics.trial_table(req, meta_df), tool_results), req),
         "tool_results": tool_results,
         "parse_issues": pd.DataFrame(issues, columns=ISSUE_COLUMNS).astype({"source_line": "Int64"}),
         "segments": pd.DataFrame(segments, columns=SEGMENT_COLUMNS),
@@ -93,6 +104,22 @@ def _with_calls_by_category(trials: pd.DataFrame, tool_results: pd.DataFrame) ->
     counts = counts.reindex(columns=list(CATEGORIES), fill_value=0).add_prefix("calls_")
     out = trials.merge(counts, left_on="trial_id", right_index=True, how="left")
     return out.astype({c: "Int64" for c in counts.columns}).fillna({c: 0 for c in counts.columns})
+
+
+def _with_response_counts(trials: pd.DataFrame, req: pd.DataFrame) -> pd.DataFrame:
+    """Per trial, the sums of the responses' output characters and Code Mode counts, and the Codex quota
+    used at its first and last response that reported one (docs/method.md#transcripts).
+
+    A sum is missing where any response's count is (a trial of another backend has none): never zero.
+    """
+    ordered = req.sort_values(["trial_id", "cycle"], kind="stable")
+    grouped = ordered.groupby("trial_id", sort=False)
+    sums = grouped[RESPONSE_SUMS].sum(skipna=False, min_count=1)
+    quota = pd.concat(
+        {f"{c}_{end}": getattr(grouped[c], end)() for c in QUOTA for end in ("first", "last")}, axis=1
+    )  # GroupBy.first/last skip missing values: the first and last response that reported the window
+    out = trials.merge(pd.concat([sums, quota], axis=1), left_on="trial_id", right_index=True, how="left")
+    return out.astype({**{c: "Int64" for c in RESPONSE_SUMS}, **{c: "Float64" for c in QUOTA_COLUMNS}})
 
 
 def _read_trial(trial: sources.Trial, strict: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:

@@ -27,7 +27,36 @@ TOKENS = [
     "reasoning_tokens",
     "total_tokens",
 ]
-REQUEST_COLUMNS = [*IDENTITY, *FILES, *PROVENANCE, *TOKENS, "tool_calls", "usage_known", "started_at", "wall_s"]
+# What the response itself wrote, from the transcript's content (docs/method.md#transcripts); NA where unknown.
+OUTPUT = [
+    "output_chars",  # characters of the response's text, visible reasoning and tool-call inputs
+]
+# Codex Code Mode: how the response called tools (docs/method.md#transcripts); NA outside Codex rollouts.
+CODE_MODE = [
+    "exec_cells",  # ``custom_tool_call`` items named ``exec``: Code Mode cells
+    "exec_tool_calls",  # ``tools.<name>(`` calls written in those cells
+    "exec_multi_call_cells",  # cells with two or more such calls
+    "exec_promise_all_cells",  # cells using ``Promise.all`` or ``Promise.allSettled``
+    "function_calls",  # plain ``function_call`` items (tools called without a cell)
+]
+# Codex ``rate_limits`` seen with the response's ``token_count`` event: share of the plan's window used.
+QUOTA = [
+    "quota_primary_used",  # the primary window's ``used_percent``
+    "quota_secondary_used",  # the secondary window's ``used_percent``
+]
+REQUEST_COLUMNS = [
+    *IDENTITY,
+    *FILES,
+    *PROVENANCE,
+    *TOKENS,
+    "tool_calls",
+    *OUTPUT,
+    *CODE_MODE,
+    *QUOTA,
+    "usage_known",
+    "started_at",
+    "wall_s",
+]
 
 REQUEST_DTYPES: dict[str, str] = {
     "batch": "string",
@@ -46,6 +75,8 @@ REQUEST_DTYPES: dict[str, str] = {
     "source_line": "Int64",
     **{c: "Int64" for c in TOKENS},
     "tool_calls": "Int64",
+    **{c: "Int64" for c in [*OUTPUT, *CODE_MODE]},
+    **{c: "Float64" for c in QUOTA},
     "usage_known": "boolean",
     "started_at": "string",
     "wall_s": "Float64",

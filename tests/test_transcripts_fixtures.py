@@ -258,10 +258,15 @@ def test_code_mode_rollout_usage():
     assert df.tool_calls.sum() == 5  # the exec cells
 
 
-@pytest.mark.xfail(strict=True, reason="the reader does not yet read the failure of a Code Mode exec cell")
 def test_code_mode_failed_exec_cell_is_an_error():
+    """The cell's output says nothing the shell-exit check can read (``"exit_code":7`` inside a JSON string);
+    the ``item_completed`` event of the command run in it says ``failed``."""
+    lines = raw_lines(CODE_MODE)
+    failed = [n for n, line in enumerate(lines, start=1) if line["payload"].get("item", {}).get("status") == "failed"]
+    assert failed == [32] and '\\"exit_code\\":7' in json.dumps(lines[33 - 1]["payload"]["output"])
     tools = transcripts.tool_results(CODE_MODE)
-    assert tools.tool.tolist() == ["exec"] * 5 and tools.is_error.sum() == 1  # the cell that exits 7
+    assert tools.tool.tolist() == ["exec"] * 5 and tools.is_error.tolist() == [False, False, False, True, False]
+    assert tools.cycle[tools.is_error].tolist() == [4]  # the result of the cell the response at cycle 3 wrote
 
 
 # --- newest Claude usage shape -------------------------------------------------------------------

@@ -6,18 +6,74 @@ grouped by ``message.id`` (``requestId`` where the id is missing). Streamed line
 ``output_tokens`` that later lines of the same response complete (25 then 173 in spotter's tool_heavy),
 so the group keeps the whole usage of its line with the largest output, the last one on ties; never
 the first line and never a per-field maximum mixed from several lines.
+
+``output_chars`` sums the response's content blocks once each (a block repeated on a later line of the
+same response is not counted again): text, visible thinking (a redacted or signature-only thinking
+block shows no text), and each tool call's input as compact JSON text (docs/method.md#transcripts).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
+
+import orjson
 
 from kit.transcripts import _usage
-from kit.transcripts._base import Issues, as_dict, as_list
+from kit.transcripts._base import Issues, as_dict
 from kit.transcripts._tools import result_row, text_chars
 
 BACKEND = "claude"
+TOOL_BLOCKS = ("tool_use", "server_tool_use")  # the model's own calls; their inputs are its output
+
+
+class Content(NamedTuple):
+    """What one assistant line's content blocks add to its response.
+
+    ``calls``: (id, name) of each ``tool_use`` block. ``pieces``: (block key, characters) of each block
+    that shows the model's own output; the key names the block so that a later line repeating it is not
+    counted twice. ``pieces`` is None where the content is not readable as blocks (its size is unknown).
+    """
+
+    calls: list[tuple[object, object]]
+    pieces: list[tuple[object, int]] | None
+
+
+def utf8_chars(data: bytes) -> int:
+    """Characters of UTF-8 text given as bytes (a raw JSON value: counted without building the string)."""
+    return len(data) if data.isascii() else len(data.decode("utf-8", "replace"))
+
+
+def piece(kind: object, ident: object, text: object, thinking: object, input_chars: int) -> tuple[object, int] | None:
+    """The (key, characters) of one content block, or None for a block that is not the model's own output
+    (tool results of server tools, images, redacted thinking). Text is keyed by its length and hash."""
+    if kind == "text" and isinstance(text, str):
+        return ("text", len(text), hash(text)), len(text)
+    if kind == "thinking" and isinstance(thinking, str):
+        return ("thinking", len(thinking), hash(thinking)), len(thinking)
+    if kind in TOOL_BLOCKS:
+        return (kind, ident if isinstance(ident, str) else input_chars), input_chars
+    return None
+
+
+def content_of(blocks: object) -> Content:
+    """``Content`` of decoded blocks (plain dicts: stream-json, or a session line of unexpected shape)."""
+    if isinstance(blocks, str):
+        return Content([], [("text", len(blocks), hash(blocks)), len(blocks)])
+    if not isinstance(blocks, list):
+        return Content([], None)
+    calls, pieces = [], []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind, ident = block.get("type"), block.get("id")
+        if kind == "tool_use":
+            calls.append((ident, block.get("name")))
+        chars = utf8_chars(orjson.dumps(block.get("input"))) if kind in TOOL_BLOCKS else 0
+        if (found := piece(kind, ident, block.get("text"), block.get("thinking"), chars)) is not None:
+            pieces.append(found)
+    return Content(calls, pieces)
 
 
 @dataclass(slots=True)
@@ -33,6 +89,7 @@ class _Response:
     sidechain: bool
     turn: int | None
     tool_use_ids: list[str] = field(default_factory=list)
+    pieces: dict[object, int] | None = field(default_factory=dict)  # see ``Content``; None: chars unknown
 
 
 def _output(usage: object) -> int:
@@ -65,7 +122,7 @@ class Responses:
         request_id: object,
         model: object,
         usage: object,
-        content: object,
+        content: Content,
         sidechain: bool,
         timestamp: object,
         turn: int | None = None,
@@ -95,10 +152,14 @@ class Responses:
             resp.sidechain = resp.sidechain and sidechain
             if type(usage) is dict and (output := _output(usage)) >= resp.output:
                 resp.usage, resp.usage_line, resp.output = usage, line, output
-        for block in as_list(content):
-            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id") not in resp.tool_use_ids:
-                resp.tool_use_ids.append(block.get("id"))
-                self.calls[str(block.get("id"))] = (block.get("name"), resp.cycle)
+        for ident, name in content.calls:
+            if ident not in resp.tool_use_ids:
+                resp.tool_use_ids.append(ident)
+                self.calls[str(ident)] = (name, resp.cycle)
+        if content.pieces is None:
+            resp.pieces = None
+        elif resp.pieces is not None:
+            resp.pieces.update(content.pieces)
         return resp
 
     def final_output(self, key: str, output: int) -> None:
@@ -140,6 +201,7 @@ class Responses:
                     "source_line": resp.last_line,
                     **usage,
                     "tool_calls": len(resp.tool_use_ids),
+                    "output_chars": None if resp.pieces is None else sum(resp.pieces.values()),
                     "started_at": resp.started_at,
                 }
             )

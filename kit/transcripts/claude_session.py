@@ -24,7 +24,16 @@ from typing import Any
 import msgspec
 
 from kit.transcripts._base import Issues, Parsed, file_summary, records, text
-from kit.transcripts._claude import Responses, is_synthetic, keep_rank
+from kit.transcripts._claude import (
+    TOOL_BLOCKS,
+    Content,
+    Responses,
+    content_of,
+    is_synthetic,
+    keep_rank,
+    piece,
+    utf8_chars,
+)
 
 FORMAT = "claude_session"
 
@@ -59,7 +68,19 @@ class _Message(msgspec.Struct, gc=False):
     id: Any = None
     model: Any = None
     usage: Any = None
-    content: msgspec.Raw = msgspec.Raw(b"null")  # decoded only where it holds tool calls or results
+    content: msgspec.Raw = msgspec.Raw(b"null")  # ``_Block``s on assistant lines; else decoded where it holds results
+
+
+class _Block(msgspec.Struct, gc=False):
+    """An assistant content block: what ``output_chars`` and the tool calls need. A tool's input stays raw
+    JSON text, whose characters are counted without decoding it."""
+
+    type: Any = None
+    id: Any = None
+    name: Any = None
+    text: Any = None
+    thinking: Any = None
+    input: msgspec.Raw = msgspec.Raw(b"null")
 
 
 RENAME = {
@@ -96,7 +117,8 @@ class _Line(msgspec.Struct, rename=RENAME, gc=False):
 
 
 DECODER = msgspec.json.Decoder(_Line)
-TOOL_USE, TOOL_RESULT = re.compile(rb'"tool_use"'), re.compile(rb'"tool_result"')
+BLOCKS_DECODER = msgspec.json.Decoder(list[_Block] | str | None)
+TOOL_RESULT = re.compile(rb'"tool_result"')
 TEXT, BLOCKS = re.compile(rb'\s*"'), re.compile(rb"\s*\[")
 
 
@@ -182,6 +204,28 @@ def _blocks(raw: msgspec.Raw, marker: re.Pattern[bytes]) -> object:
     return msgspec.json.decode(raw) if marker.search(raw) else None
 
 
+def _content(raw: msgspec.Raw) -> Content:
+    """An assistant line's tool calls and block sizes, from typed blocks (content of another shape: as dicts).
+
+    Raises ``msgspec.DecodeError`` for what the line's decoding let through unread (see ``_blocks``).
+    """
+    try:
+        blocks = BLOCKS_DECODER.decode(raw)
+    except msgspec.ValidationError:
+        return content_of(msgspec.json.decode(raw))
+    if not isinstance(blocks, list):
+        return content_of(blocks)
+    calls, pieces = [], []
+    for block in blocks:
+        kind = block.type
+        if kind == "tool_use":
+            calls.append((block.id, block.name))
+        chars = utf8_chars(bytes(block.input)) if kind in TOOL_BLOCKS else 0
+        if (found := piece(kind, block.id, block.text, block.thinking, chars)) is not None:
+            pieces.append(found)
+    return Content(calls, pieces)
+
+
 def _prompt(line: _Line) -> bool:
     """A user line with text (not tool results) in the main conversation: the next response starts a turn.
 
@@ -211,7 +255,7 @@ def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
                 out.attrs["events"].append(_event(path, number, responses, "api_error", line, message))
             else:
                 try:
-                    content = _blocks(message.content, TOOL_USE)
+                    content = _content(message.content)
                 except msgspec.DecodeError as exc:
                     issues.add(path, number, f"invalid JSON in message.content ({exc}); line skipped")
                     continue

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.transcripts._base import Issues, Parsed, as_dict, file_summary, json_lines, text
-from kit.transcripts._claude import Responses, is_synthetic
+from kit.transcripts._claude import Responses, content_of, is_synthetic
 
 FORMAT = "claude_stream"
 KNOWN = {"system", "assistant", "user", "result", "stream_event"}
@@ -67,7 +67,8 @@ def _read_file(path: Path, issues: Issues) -> Parsed:
             else:
                 sidechain = line.get("parent_tool_use_id") is not None
                 mid, model, usage = message.get("id"), message.get("model"), message.get("usage")
-                responses.add(number, mid, None, model, usage, message.get("content"), sidechain, line.get("timestamp"))
+                content = content_of(message.get("content"))
+                responses.add(number, mid, None, model, usage, content, sidechain, line.get("timestamp"))
         elif kind == "user":
             responses.add_results(as_dict(line.get("message")).get("content"))
         elif kind == "result":

@@ -1,8 +1,12 @@
 """Codex CLI rollout files (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``).
 
-Rows come from ``token_usage_record`` lines where the file has them (CLI ≥ 0.169: one per response,
-keyed by ``response_id``), else from ``event_msg``/``token_count`` events, one per response, using
-``last_token_usage`` (or the difference of the cumulative ``total_token_usage``). Three traps:
+A response's usage comes from its ``token_usage_record`` line (newer CLIs: one per response, keyed
+by ``response_id``) or its ``event_msg``/``token_count`` event (``last_token_usage``, or the difference
+of the cumulative ``total_token_usage``). Most responses have both, written one after the other with
+the same usage: the two are paired and the response counted once. A response with only one of them
+(a rollout continued by another CLI version, a record the CLI did not write) keeps it, so every
+response is a row once; where a file mixes the two, ``attrs["crosscheck"]`` says how many came from
+each. Three traps:
 
 - Codex re-emits byte-identical ``token_count`` events (46% of events in one public corpus): an event
   whose cumulative total equals the previous one is collapsed.
@@ -12,18 +16,28 @@ keyed by ``response_id``), else from ``event_msg``/``token_count`` events, one p
 - A ``token_count`` without usage (``info: null``) also announces rate limits at turn start; it stands
   for a response (usage unknown) only when model output came since the last counted event.
 
-``rate_limits`` used percentages (first and last per window) go to ``attrs["rate_limits"]``; the sum of
-rows is cross-checked against the last cumulative total in ``attrs["crosscheck"]``.
+``rate_limits`` used percentages (first and last per window) go to ``attrs["rate_limits"]``, and each
+response keeps those of its own ``token_count`` (``quota_*_used``); the sum of rows is cross-checked
+against the last cumulative total in ``attrs["crosscheck"]``.
+
+Per response, from the items the model wrote before its usage line: ``output_chars`` (assistant text,
+reasoning summary and content text, function-call arguments and custom-tool input as sent; encrypted
+reasoning is not shown, so not counted; NA for a call whose input the rollout does not give as sent)
+and the Code Mode counts (docs/method.md#transcripts): ``exec`` cells, the ``tools.*(`` calls written
+in them, cells with two or more, cells using ``Promise.all``, and plain function calls. A command that
+fails inside a cell is reported by an ``item_completed`` event (``"status": "failed"``), not in the
+cell's output: that event makes the cell's tool result an error.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 import orjson
@@ -38,6 +52,10 @@ KNOWN = {"session_meta", "response_item", "event_msg", "turn_context", "token_us
 CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 RESULTS = {"function_call_output", "custom_tool_call_output"}
 CHECKED = {"input_tokens": "input_tokens", "cache_read_tokens": "cached_input_tokens", "output_tokens": "output_tokens"}
+OPAQUE_CALLS = {"local_shell_call", "web_search_call", "tool_search_call"}  # input not given as the model sent it
+TOOL_CALL = re.compile(r"\btools\.[A-Za-z_]\w*\s*\(")  # a tool called from a Code Mode cell
+PROMISE_ALL = re.compile(r"\bPromise\.all(?:Settled)?\b")
+WINDOWS = ("primary", "secondary")  # the rate-limit windows a rollout reports
 
 
 class _Payload(msgspec.Struct, gc=False):
@@ -57,6 +75,11 @@ class _Payload(msgspec.Struct, gc=False):
     name: Any = None
     namespace: Any = None  # an MCP tool's server (``mcp__kit``): the call is named ``<namespace>__<name>``
     output: msgspec.Raw = msgspec.Raw(b"null")  # a tool's output: decoded only when tool results are asked for
+    arguments: msgspec.Raw = msgspec.Raw(b"null")  # a function call's JSON arguments (a string), as sent
+    input: msgspec.Raw = msgspec.Raw(b"null")  # a custom tool call's input (a string: a Code Mode cell's code)
+    content: msgspec.Raw = msgspec.Raw(b"null")  # message parts, reasoning text: decoded for the model's own items
+    summary: msgspec.Raw = msgspec.Raw(b"null")  # reasoning summary parts
+    item: msgspec.Raw = msgspec.Raw(b"null")  # an ``item_completed`` event's item: decoded for failed commands
     info: Any = None
     rate_limits: Any = None
     thread_id: Any = None
@@ -70,7 +93,25 @@ class _Line(msgspec.Struct, gc=False):
     payload: _Payload | None = None
 
 
+class _Part(msgspec.Struct, gc=False):
+    """A part of a message's content or of a reasoning summary: only its text is counted."""
+
+    text: Any = None
+
+
+class _Item(msgspec.Struct, gc=False):
+    """What an ``item_completed`` event says about a command: whether it failed."""
+
+    type: Any = None
+    id: Any = None
+    status: Any = None
+    exit_code: Any = None
+
+
 DECODER = msgspec.json.Decoder(_Line)
+PARTS = msgspec.json.Decoder(list[_Part] | None)
+ITEM = msgspec.json.Decoder(_Item)
+STRING = msgspec.json.Decoder(str | None)
 EMPTY = _Payload()
 
 
@@ -137,15 +178,66 @@ def _tool_output(output: object) -> tuple[int, bool]:
     return text_chars(output), False
 
 
-class _Response(NamedTuple):
-    """A response as its line found it; mapped to a row at the end, once the file's row source is known."""
+def _plus(total: int | None, more: int | None) -> int | None:
+    """A running count that becomes unknown (None) once any part of it is."""
+    return None if total is None or more is None else total + more
+
+
+@dataclass(slots=True)
+class _Output:
+    """What the model wrote in one response: its items between the previous usage line and its own."""
+
+    wrote: bool = False  # any model item: a ``token_count`` without usage then still stands for a response
+    tool_calls: int = 0
+    chars: int | None = 0
+    exec_cells: int = 0
+    exec_tool_calls: int | None = 0
+    exec_multi_call_cells: int | None = 0
+    exec_promise_all_cells: int | None = 0
+    function_calls: int = 0
+
+    def cell(self, code: str | None) -> None:
+        """A Code Mode ``exec`` cell: its ``tools.*(`` calls and ``Promise.all``; unknown if its code is."""
+        self.exec_cells += 1
+        calls = None if code is None else len(TOOL_CALL.findall(code))
+        self.exec_tool_calls = _plus(self.exec_tool_calls, calls)
+        self.exec_multi_call_cells = _plus(self.exec_multi_call_cells, None if calls is None else int(calls >= 2))
+        promise = None if code is None else int(PROMISE_ALL.search(code) is not None)
+        self.exec_promise_all_cells = _plus(self.exec_promise_all_cells, promise)
+
+    def columns(self) -> dict:
+        return {
+            "tool_calls": self.tool_calls,
+            "output_chars": self.chars,
+            "exec_cells": self.exec_cells,
+            "exec_tool_calls": self.exec_tool_calls,
+            "exec_multi_call_cells": self.exec_multi_call_cells,
+            "exec_promise_all_cells": self.exec_promise_all_cells,
+            "function_calls": self.function_calls,
+        }
+
+
+RECORD, COUNT = "token_usage_record", "token_count"
+
+
+@dataclass(slots=True)
+class _Response:
+    """A response as its first usage line found it; mapped to a row at the end."""
 
     number: int
     timestamp: object
     usage: object
-    tool_calls: int
+    output: _Output
     turn: int | None
     model: str | None
+    source: str  # RECORD or COUNT: the line the usage is taken from
+    quota: dict[str, float]  # used percent per window, from the response's ``token_count``
+    paired: bool = False  # the other kind of usage line of the same response was seen too
+
+
+def _key(usage: object) -> tuple | None:
+    """What a record and a ``token_count`` of the same response share: their counts."""
+    return tuple(usage.get(k) for k in CHECKED.values()) if isinstance(usage, dict) else None
 
 
 @dataclass
@@ -159,18 +251,18 @@ class _File:
     replaying: bool = False
     model: str | None = None
     turn_ids: list[str] = field(default_factory=list)
-    counted: list[_Response] = field(default_factory=list)
-    recorded: list[_Response] = field(default_factory=list)
+    responses: list[_Response] = field(default_factory=list)
+    current: _Output = field(default_factory=_Output)
     response_ids: set[str] = field(default_factory=set)
     prev_ident: bytes | None = None
     prev_total: dict | None = None
     replay_idents: set[bytes] = field(default_factory=set)
     baseline: dict | None = None
     last_total: tuple[int, dict] | None = None
-    calls_for_count: int = 0
-    calls_for_record: int = 0
-    output_since: bool = False
     calls: dict[str, tuple[str | None, int]] = field(default_factory=dict)
+    open_calls: set[str] = field(default_factory=set)  # calls whose output has not come yet
+    open_cells: set[str] = field(default_factory=set)  # the Code Mode cells among them
+    failed: set[str] = field(default_factory=set)  # open calls a failed command was reported for
     tools: list[dict] = field(default_factory=list)
     rates: dict[str, dict] = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)
@@ -195,6 +287,8 @@ class _File:
             self._record(number, line, payload)
         elif kind == "event_msg" and payload.type == "token_count":
             self._token_count(number, line, payload)
+        elif kind == "event_msg" and payload.type == "item_completed" and self.want_tools:
+            self._completed(number, payload.item)
         elif kind == "compacted":
             self._event(number, line, kind)
         elif kind == "event_msg" and payload.type in ("context_compacted", "turn_aborted"):
@@ -202,7 +296,7 @@ class _File:
 
     def _cycle(self) -> int:
         """The response being generated now: responses completed so far."""
-        return len(self.recorded) if self.recorded else len(self.counted)
+        return len(self.responses)
 
     def _meta(self, meta: _Payload) -> None:
         if self.session_id is not None:
@@ -232,28 +326,98 @@ class _File:
         self.prev_ident, self.prev_total = ident, info.get("total_token_usage")
         self.baseline = self.prev_total
 
+    def _decoded(self, number: int, raw: msgspec.Raw, decoder: msgspec.json.Decoder, what: str) -> Any:
+        """``raw`` decoded by ``decoder``; None, reported, for a value of another shape or invalid text
+        (a lone surrogate escape, which the line's decoding let through unread)."""
+        try:
+            return decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            self.issues.add(self.path, number, f"unreadable {what} ({exc}); its characters are unknown")
+            return None
+
+    def _text_chars(self, number: int, raw: msgspec.Raw, what: str) -> int | None:
+        """Characters of the text parts in ``raw`` (a list of ``{"text": ...}``; null is none)."""
+        parts = self._decoded(number, raw, PARTS, what)
+        if parts is None:
+            return None if bytes(raw) != b"null" else 0
+        return sum(len(p.text) for p in parts if isinstance(p.text, str))
+
     def _item(self, number: int, item: _Payload) -> None:
-        kind = text(item.type)
+        kind, out = text(item.type), self.current
         if kind in CALLS:
             name = f"{item.namespace}__{item.name}" if isinstance(item.namespace, str) else item.name
-            self.calls[str(item.call_id)] = (name or kind, self._cycle())
-            self.calls_for_count += 1
-            self.calls_for_record += 1
-            self.output_since = True
-        elif kind == "reasoning" or (kind == "message" and item.role == "assistant"):
-            self.output_since = True
+            call_id = str(item.call_id)
+            self.calls[call_id] = (name or kind, self._cycle())
+            out.wrote, out.tool_calls = True, out.tool_calls + 1
+            if kind == "function_call":
+                out.function_calls += 1
+                arguments = self._decoded(number, item.arguments, STRING, "function call arguments")
+                out.chars = _plus(out.chars, None if arguments is None else len(arguments))
+            elif kind == "custom_tool_call":
+                code = self._decoded(number, item.input, STRING, "custom tool call input")
+                out.chars = _plus(out.chars, None if code is None else len(code))
+                if item.name == "exec" and item.namespace is None:
+                    out.cell(code)
+                    if self.want_tools:
+                        self.open_cells.add(call_id)
+            else:
+                out.chars = None  # OPAQUE_CALLS: the rollout keeps a parsed action, not the text sent
+            if self.want_tools:
+                self.open_calls.add(call_id)
+        elif kind == "reasoning":
+            out.wrote = True
+            summary = self._text_chars(number, item.summary, "reasoning summary")
+            out.chars = _plus(out.chars, _plus(summary, self._text_chars(number, item.content, "reasoning content")))
+        elif kind == "message" and item.role == "assistant":
+            out.wrote = True
+            out.chars = _plus(out.chars, self._text_chars(number, item.content, "assistant message content"))
         elif kind in RESULTS and self.want_tools:
-            name, cycle = self.calls.get(str(item.call_id), (None, self._cycle() - 1))
+            call_id = str(item.call_id)
+            name, cycle = self.calls.get(call_id, (None, self._cycle() - 1))
+            failed = call_id in self.failed
+            for pending in (self.open_calls, self.open_cells, self.failed):
+                pending.discard(call_id)
             try:
                 output = msgspec.json.decode(item.output)
             except msgspec.DecodeError as exc:  # a lone surrogate escape, which the line's decoding let through
                 self.issues.add(self.path, number, f"invalid JSON in the tool output ({exc}); tool result skipped")
                 return
             chars, is_error = _tool_output(output)
-            self.tools.append(result_row(cycle + 1, name, chars, is_error))
+            self.tools.append(result_row(cycle + 1, name, chars, is_error or failed))
 
-    def _response(self, number: int, line: _Line, usage: object, tool_calls: int) -> _Response:
-        return _Response(number, line.timestamp, usage, tool_calls, len(self.turn_ids) or None, self.model)
+    def _completed(self, number: int, raw: msgspec.Raw) -> None:
+        """An ``item_completed`` event: a failed command marks its call, or, run inside a Code Mode cell
+        (its id is not a call's), the cells still open (one, unless the model ran cells in parallel)."""
+        try:
+            item = ITEM.decode(raw)
+        except msgspec.DecodeError as exc:
+            self.issues.add(self.path, number, f"item_completed without an item object ({exc}); event ignored")
+            return
+        if item.status == "failed" or item.exit_code not in (0, None):
+            call_id = str(item.id)
+            self.failed |= {call_id} if call_id in self.open_calls else self.open_cells
+
+    def _usage_line(self, number: int, line: _Line, usage: object, source: str, quota: dict[str, float]) -> None:
+        """A response's usage line: the other line of the response just read (same counts), or a new response.
+
+        Codex writes a response's ``token_usage_record`` and its ``token_count`` one after the other, so
+        only the last response can be the one this line completes.
+        """
+        last = self.responses[-1] if self.responses else None
+        key = _key(usage)
+        if (
+            last is not None
+            and not last.paired
+            and last.source != source
+            and key is not None
+            and key == _key(last.usage)
+        ):
+            last.paired = True
+            last.quota = quota or last.quota
+            return
+        turn = len(self.turn_ids) or None
+        self.responses.append(_Response(number, line.timestamp, usage, self.current, turn, self.model, source, quota))
+        self.current = _Output()
 
     def _row(self, cycle: int, resp: _Response) -> dict:
         try:
@@ -270,7 +434,8 @@ class _File:
             "source_path": str(self.path),
             "source_line": resp.number,
             **canonical,
-            "tool_calls": resp.tool_calls,
+            **resp.output.columns(),
+            **{f"quota_{w}_used": resp.quota.get(w) for w in WINDOWS},
             "started_at": resp.timestamp,
         }
 
@@ -284,16 +449,14 @@ class _File:
                 self.collapsed += 1
                 return
             self.response_ids.add(response_id)
-        self.recorded.append(self._response(number, line, record.usage, self.calls_for_record))
-        self.calls_for_record = 0
+        self._usage_line(number, line, record.usage, RECORD, {})
 
     def _token_count(self, number: int, line: _Line, payload: _Payload) -> None:
-        self._rates(payload.rate_limits)
+        quota = self._rates(payload.rate_limits)
         info = payload.info
         if not isinstance(info, dict):
-            if self.output_since:
-                self.counted.append(self._response(number, line, None, self.calls_for_count))
-                self.calls_for_count, self.output_since = 0, False
+            if self.current.wrote:
+                self._usage_line(number, line, None, COUNT, quota)
             return
         ident = _identity(info)
         if ident == self.prev_ident:
@@ -304,18 +467,20 @@ class _File:
             return
         total, last = info.get("total_token_usage"), info.get("last_token_usage")
         usage = last if isinstance(last, dict) else _minus(total, self.prev_total) if isinstance(total, dict) else None
-        self.counted.append(self._response(number, line, usage, self.calls_for_count))
-        self.calls_for_count, self.output_since = 0, False
+        self._usage_line(number, line, usage, COUNT, quota)
         self.prev_ident, self.prev_total = ident, total if isinstance(total, dict) else self.prev_total
         if isinstance(total, dict):
             self.last_total = (number, total)
 
-    def _rates(self, limits: object) -> None:
+    def _rates(self, limits: object) -> dict[str, float]:
+        """Record each window's used percent (first and last of the file); return this event's, per window."""
+        seen = {}
         for window, value in as_dict(limits).items():
             used = as_dict(value).get("used_percent")
             if isinstance(used, int | float) and not isinstance(used, bool):
                 entry = self.rates.setdefault(window, {"first": used, "window_minutes": value.get("window_minutes")})
-                entry["last"] = used
+                entry["last"] = seen[window] = used
+        return seen
 
     def _event(self, number: int, line: _Line, kind: str) -> None:
         self.events.append(
@@ -329,11 +494,13 @@ class _File:
             }
         )
 
-    def _crosscheck(self, rows: list[dict]) -> list[dict]:
-        if self.last_total is None:
-            return []
-        number, total = self.last_total
+    def _crosscheck(self, rows: list[dict], recorded: int) -> list[dict]:
         checks = []
+        if 0 < recorded < len(rows):
+            checks.append(self._check(0, "responses", len(rows), recorded, self._mix_note(recorded, len(rows))))
+        if self.last_total is None:
+            return checks
+        number, total = self.last_total
         for column, key in CHECKED.items():
             values = [r[column] for r in rows]
             rows_sum = sum(values) if values and None not in values else None
@@ -341,38 +508,51 @@ class _File:
             reported = value - base if isinstance(value, int) and isinstance(base, int) else None
             agree = rows_sum is not None and rows_sum == reported
             note = "" if agree else "sum of responses differs from the last cumulative total_token_usage"
-            checks.append(
-                {
-                    "source_path": str(self.path),
-                    "source_line": number,
-                    "turn": None,
-                    "field": column,
-                    "rows_sum": rows_sum,
-                    "reported": reported,
-                    "agree": agree,
-                    "note": note,
-                }
-            )
+            checks.append(self._check(number, column, rows_sum, reported, note, agree))
         return checks
+
+    @staticmethod
+    def _mix_note(recorded: int, rows: int) -> str:
+        return (
+            f"{recorded} responses from token_usage_record lines, {rows - recorded} known only from token_count "
+            "events (no usage record written for them); each response counted once"
+        )
+
+    def _check(
+        self, number: int, column: str, rows_sum: int | None, reported: int | None, note: str, agree: bool = False
+    ) -> dict:
+        return {
+            "source_path": str(self.path),
+            "source_line": number,
+            "turn": None,
+            "field": column,
+            "rows_sum": rows_sum,
+            "reported": reported,
+            "agree": agree,
+            "note": note,
+        }
 
     def finish(self) -> Parsed:
         if self.replaying:
             self.issues.add(self.path, 0, "fork/subagent rollout whose replayed parent history never ended; no rows")
-        # only the responses of the rows' source are mapped, so only their usage problems are reported
-        rows = [self._row(cycle, resp) for cycle, resp in enumerate(self.recorded or self.counted)]
+        rows = [self._row(cycle, resp) for cycle, resp in enumerate(self.responses)]
+        recorded = sum(r.source == RECORD or r.paired for r in self.responses)
         out = Parsed(rows=rows, tools=self.tools)
         out.attrs["events"] = self.events
-        out.attrs["crosscheck"] = self._crosscheck(rows)
+        out.attrs["crosscheck"] = self._crosscheck(rows, recorded)
         out.attrs["rate_limits"] = [
             {"source_path": str(self.path), "limit": window, **entry} for window, entry in self.rates.items()
         ]
+        usage_from = RECORD if recorded == len(rows) and rows else COUNT if not recorded else "mixed"
         out.attrs["files"].append(
             file_summary(
                 self.path,
                 FORMAT,
                 rows,
                 cli_version=self.cli_version,
-                usage_from="token_usage_record" if self.recorded else "token_count",
+                usage_from=usage_from,
+                from_records=recorded,
+                from_token_count_only=len(rows) - recorded,
                 collapsed_reemits=self.collapsed,
                 skipped_replay=self.replayed,
             )
