@@ -17,8 +17,9 @@ them from meta.json.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from pathlib import Path
 
@@ -45,12 +46,14 @@ __all__ = ["FORMATS", "TranscriptError", "detect", "read", "tables", "tool_resul
 Paths = str | Path | Iterable[str | Path]
 
 
-def read(paths: Paths, format: str = "auto", strict: bool = False) -> pd.DataFrame:
+def read(paths: Paths, format: str = "auto", strict: bool = False, cache: str | Path | None = None) -> pd.DataFrame:
     """Canonical request rows of every transcript in ``paths`` (files, or folders searched for *.jsonl/*.txt).
 
     Tool outputs are checked as JSON but not decoded: use ``tables`` where the tool results are wanted too.
+    ``cache``: a folder for the incremental parse cache (``kit.transcripts.cache``): a re-read then reads
+    only new and changed files, with the same result.
     """
-    return _requests(_parse(paths, format, strict, tools=False))
+    return _tables(paths, format, strict, False, cache)[0]
 
 
 def tool_results(paths: Paths, format: str = "auto") -> pd.DataFrame:
@@ -58,10 +61,32 @@ def tool_results(paths: Paths, format: str = "auto") -> pd.DataFrame:
     return _tool_results(_parse(paths, format, strict=False, tools=True))
 
 
-def tables(paths: Paths, format: str = "auto", strict: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``read`` and ``tool_results`` of the same files in one pass (the parse stage's call)."""
-    parsed = _parse(paths, format, strict, tools=True)
-    return _requests(parsed), _tool_results(parsed)
+def tables(
+    paths: Paths, format: str = "auto", strict: bool = False, cache: str | Path | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``read`` and ``tool_results`` of the same files in one pass (the parse stage's call); ``cache`` as in read."""
+    return _tables(paths, format, strict, True, cache)
+
+
+def _tables(
+    paths: Paths, format: str, strict: bool, tools: bool, cache: str | Path | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Through ``kit.transcripts.cache`` with a cache folder or when many bytes are worth several processes."""
+    from kit.transcripts import cache as parse_cache
+
+    _check_format(format)
+    files = _files(paths)
+    if cache is None and parse_cache.workers(sum(_size(p) for p in files)) == 1:
+        parsed = _parse(files, format, strict, tools)
+        return _requests(parsed), _tool_results(parsed)
+    return parse_cache.tables(files, format, strict, tools, cache)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _requests(parsed: Parsed) -> pd.DataFrame:
@@ -81,20 +106,48 @@ def _files(paths: Paths) -> list[Path]:
     found = []
     for item in map(Path, items):
         if item.is_dir():
-            found += sorted(p for p in item.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+            found += map(Path, sorted(_walk(str(item)), key=lambda name: name.split(os.sep)))
         else:
             found.append(item)
     return found
 
 
-def _parse(paths: Paths, format: str, strict: bool, tools: bool) -> Parsed:
+def _walk(folder: str) -> Iterator[str]:
+    """The transcript files below ``folder``, in no order, as ``rglob`` finds them (symlinked folders not
+    followed); ``os.scandir`` tells files apart without a ``stat`` each (a history holds thousands)."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk(entry.path)
+            elif entry.name.endswith(SUFFIXES) and entry.is_file() and "." in entry.name.lstrip("."):
+                yield entry.path
+
+
+def _check_format(format: str) -> None:
     if format != "auto" and format not in READERS:
         raise ValueError(f"unknown transcript format {format!r}; expected 'auto' or one of {', '.join(FORMATS)}")
+
+
+def _parse(paths: Paths, format: str, strict: bool, tools: bool) -> Parsed:
+    _check_format(format)
     issues = Issues(strict=strict)
+    groups, order = _groups(_files(paths), format, issues)
+    out = Parsed()
+    for fmt, group in groups.items():
+        out.extend(READERS[fmt].read(group, issues, tools))
+    out.rows.sort(key=lambda r: order[r["source_path"]])
+    out.attrs["issues"] = issues.items
+    return out
+
+
+def _groups(
+    files: list[Path], format: str, issues: Issues, known: Callable[[Path], str] = detect
+) -> tuple[dict[str, list[Path]], dict[str, int]]:
+    """The files to read by format (``known`` tells a file's format: ``detect``, or the parse cache's record),
+    skipping a file whose content was already given (reported), and each file's place in the row order."""
     groups: dict[str, list[Path]] = {}
     order: dict[str, int] = {}
     digests: dict[object, Path] = {}
-    files = _files(paths)
     shared = _shared(files)
     for path in files:
         try:
@@ -102,7 +155,7 @@ def _parse(paths: Paths, format: str, strict: bool, tools: bool) -> Parsed:
             if digest in digests:
                 issues.add(path, 0, f"duplicate of {digests[digest]} (same content); counted once")
                 continue
-            fmt = detect(path) if format == "auto" else format
+            fmt = known(path) if format == "auto" else format
         except OSError as exc:
             issues.add(path, 0, f"cannot read: {exc}")
             continue
@@ -113,12 +166,7 @@ def _parse(paths: Paths, format: str, strict: bool, tools: bool) -> Parsed:
             digests[digest] = path
         order.setdefault(str(path), len(order))
         groups.setdefault(fmt, []).append(path)
-    out = Parsed()
-    for fmt, group in groups.items():
-        out.extend(READERS[fmt].read(group, issues, tools))
-    out.rows.sort(key=lambda r: order[r["source_path"]])
-    out.attrs["issues"] = issues.items
-    return out
+    return groups, order
 
 
 FIRST_BLOCK = 1 << 16
@@ -159,9 +207,9 @@ def _digest(path: Path, shared: set[object]) -> object:
     size = path.stat().st_size
     if size == 0:
         return None
+    if size not in shared:
+        return ("size", size)
     with open(path, "rb") as handle:
-        if size not in shared:
-            return ("size", size)
         head = hashlib.sha256(handle.read(FIRST_BLOCK)).hexdigest()
         if (size, head) not in shared:
             return ("head", size, head)

@@ -1,0 +1,492 @@
+"""The incremental parse cache, and the parallel read of many files (``read(..., cache=PATH)``).
+
+A history of many GB is read again every time a notebook cell or ``python -m kit history`` runs,
+though almost all of it is unchanged. So each file's rows are kept, as the reader produced them and
+before the deduplication across files, under a cache folder (Parquet segments and an index), keyed
+by the file's path, size, modification and change times, inode and a content check (a CRC of its
+first and last ``BLOCK`` bytes). A re-run reads only the files whose key changed: new files, and
+grown or rewritten files, which are read again whole (the readers keep state across a file's
+lines, so a tail alone cannot be read exactly). What needs several files at once — a Claude
+response repeated in another session file, the ``api-request`` lines answered in another file, a
+Codex exec thread continued across files — is done when the tables are assembled, by the readers'
+own functions, so the cache never changes a number (tests/test_parse_cache.py compares cached,
+partly cached and cold reads row for row). The cache also stores whatever columns the readers
+produce; it is dropped whole when the reader code changes (``VERSION``).
+
+Within one process the cache stays in memory: a notebook that runs its cell again gets a copy of
+the previous tables when no file changed, and the unchanged files' rows without reading Parquet
+when some did. Files to read are split over processes when there is more than one core and enough
+bytes to pay for them. Nothing is ever written next to the transcripts (raw artifacts are never
+modified, docs/design.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import pickle
+import uuid
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kit import schema
+from kit.transcripts import claude_session
+from kit.transcripts._base import Issues, Parsed, Shared
+
+BLOCK = 1 << 12  # the content check hashes this much of a file's start and end
+UNCACHED = frozenset({"codex_exec"})  # its turns are differenced across the files of a thread
+PARALLEL_MIN_BYTES = 32 << 20  # below this, starting processes costs more than it saves
+CHUNKS_PER_WORKER = 4  # work items per process, so that one big file does not leave the other idle
+MAX_SEGMENTS = 16  # more Parquet segments than this are merged into one
+INDEX = "index.pkl"
+Key = tuple[int, int, int, int, int]
+
+
+def _version() -> str:
+    """A hash of the reader code and the canonical schema: a cache written by other readers is not used."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted([*here.glob("*.py"), here.parent / "schema.py"]):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+VERSION = _version()
+
+
+def default_folder() -> Path:
+    """The user cache folder: ``$XDG_CACHE_HOME/agent-ab-kit/parse``, else ``~/.cache/agent-ab-kit/parse``."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "agent-ab-kit" / "parse"
+
+
+def file_key(path: Path) -> Key:
+    """What must be unchanged for a file's cached rows to stand: size, mtime, ctime, inode, content check.
+
+    The ctime and inode catch a file rewritten with the same size whose mtime was put back (``os.utime``
+    cannot set ctime); the CRC of the first and last blocks catches a rewrite where those are not kept.
+    Raises ``OSError`` like ``open``.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        crc = zlib.crc32(os.pread(fd, BLOCK, 0))
+        if st.st_size > BLOCK:
+            crc = zlib.crc32(os.pread(fd, BLOCK, st.st_size - BLOCK), crc)
+    finally:
+        os.close(fd)
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, crc
+
+
+@dataclass
+class Piece:
+    """One file's rows as read alone: where they sit in a segment, and what its reader said besides."""
+
+    format: str
+    key: Key
+    tools: bool  # whether tool results were read (``tables``) or not (``read``)
+    segment: str
+    rows: tuple[int, int]
+    tool_rows: tuple[int, int]
+    attrs: dict[str, list]
+    issues: list[dict]
+    ids: Any = None  # claude_session's per-file ids, for the deduplication across files
+
+
+@dataclass
+class Segment:
+    """The request and tool-result rows of the files read in one pass."""
+
+    requests: pd.DataFrame
+    tools: pd.DataFrame
+
+
+@dataclass
+class Store:
+    """A cache folder's index and segments, in memory; ``folder`` None keeps nothing (a plain parallel read)."""
+
+    folder: Path | None
+    pieces: dict[str, Piece] = field(default_factory=dict)
+    segments: dict[str, Segment] = field(default_factory=dict)
+    memo: tuple | None = None  # (signature, requests, tools, attrs, issues) of the last call
+
+    def load(self) -> None:
+        """Read the index and its segments; an unreadable or outdated cache is ignored (read again, rewritten)."""
+        try:
+            with open(self.folder / INDEX, "rb") as handle:
+                index = pickle.load(handle)
+            if index.get("version") != VERSION:
+                return
+            pieces = index["pieces"]
+            names = {p.segment for p in pieces.values()}
+            segments = {name: self._read_segment(name) for name in names}
+        except Exception:  # any damage to a cache means reading the files again, never failing
+            return
+        self.pieces, self.segments = pieces, segments
+
+    def _read_segment(self, name: str) -> Segment:
+        return Segment(
+            pd.read_parquet(self.folder / f"{name}.requests.parquet"),
+            pd.read_parquet(self.folder / f"{name}.tools.parquet"),
+        )
+
+    def fresh(self, path: Path, key: Key, fmt: str | None, tools: bool) -> Piece | None:
+        """The cached piece of ``path`` if its key still holds (and format and tool reading match)."""
+        piece = self.pieces.get(str(path))
+        if piece is None or piece.key != key or piece.tools != tools or (fmt is not None and piece.format != fmt):
+            return None
+        return piece
+
+    def add(self, name: str, segment: Segment, pieces: dict[str, Piece]) -> None:
+        """Take in a pass's rows, write them and the index, and let go of segments no piece uses."""
+        self.segments[name] = segment
+        self.pieces.update(pieces)
+        live = {p.segment for p in self.pieces.values()}
+        for old in set(self.segments) - live:
+            del self.segments[old]
+        if len(self.segments) > MAX_SEGMENTS:
+            self._compact()
+        self.save()
+
+    def _compact(self) -> None:
+        """One segment for all live pieces, so that many small passes do not leave many small files."""
+        merged, name = self.merged(list(self.pieces)), _name()
+        self.segments = {name: merged}
+
+    def merged(self, paths: list[str]) -> Segment:
+        """A segment of the pieces of ``paths``, whose places are rewritten to point into it."""
+        req, tools, at, tool_at = [], [], 0, 0
+        for path in paths:
+            piece, seg = self.pieces[path], self.segments[self.pieces[path].segment]
+            req.append(seg.requests.iloc[slice(*piece.rows)])
+            tools.append(seg.tools.iloc[slice(*piece.tool_rows)])
+            n, m = piece.rows[1] - piece.rows[0], piece.tool_rows[1] - piece.tool_rows[0]
+            piece.rows, piece.tool_rows, at, tool_at = (at, at + n), (tool_at, tool_at + m), at + n, tool_at + m
+        name = _name()
+        for piece in self.pieces.values():
+            piece.segment = name
+        return Segment(_concat(req, schema.requests_frame), _concat(tools, _tool_frame))
+
+    def save(self) -> None:
+        """Write new segments and the index (atomically); remove segment files no longer listed."""
+        if self.folder is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for name, seg in self.segments.items():
+            for part, frame in (("requests", seg.requests), ("tools", seg.tools)):
+                target = self.folder / f"{name}.{part}.parquet"
+                if not target.exists():
+                    _atomic(target, lambda tmp, frame=frame: frame.to_parquet(tmp, index=False))
+        index = {"version": VERSION, "pieces": self.pieces}
+        _atomic(self.folder / INDEX, lambda tmp: tmp.write_bytes(pickle.dumps(index, pickle.HIGHEST_PROTOCOL)))
+        for stale in self.folder.glob("*.parquet"):
+            if stale.name.split(".")[0] not in self.segments:
+                stale.unlink(missing_ok=True)
+
+
+def _name() -> str:
+    return f"seg-{uuid.uuid4().hex[:12]}"
+
+
+def _atomic(target: Path, write: Callable[[Path], object]) -> None:
+    """Write through a temporary name and rename, so that another process never reads half a file."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    write(tmp)
+    os.replace(tmp, target)
+
+
+def _tool_frame(rows: list[dict]) -> pd.DataFrame:
+    return schema.frame(rows, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
+
+
+def _concat(frames: list[pd.DataFrame], empty: Callable[[list[dict]], pd.DataFrame]) -> pd.DataFrame:
+    """Frames end to end with a fresh index; the canonical empty frame when there are none."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return empty([])
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    return pd.concat(frames, ignore_index=True)
+
+
+_STORES: dict[str, Store] = {}
+
+
+def store(folder: str | Path | None) -> Store:
+    """The in-memory store of ``folder`` (loaded from disk on first use in this process)."""
+    if folder is None:
+        return Store(None)
+    folder = Path(folder).expanduser().resolve()
+    if str(folder) not in _STORES:
+        found = Store(folder)
+        found.load()
+        _STORES[str(folder)] = found
+    return _STORES[str(folder)]
+
+
+# --- reading files, in worker processes --------------------------------------------------------------------
+
+
+def _read_one(fmt: str, path: Path, tools: bool) -> tuple[Parsed, Any, list[dict]]:
+    """One file read alone by its reader: its rows, claude_session's ids (else None) and its issues."""
+    from kit.transcripts import READERS
+
+    issues = Issues()
+    if fmt == claude_session.FORMAT:
+        parsed, ids = claude_session._read_file(path, issues, tools)
+    else:
+        parsed, ids = READERS[fmt].read([path], issues, tools), None
+    return parsed, ids, issues.items
+
+
+def _read_chunk(items: list[tuple[str, str]], tools: bool) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """Files read one by one into one request frame and one tool frame, with each file's place in them.
+
+    Runs in a worker process: frames travel back far faster than row dicts.
+    """
+    rows: list[dict] = []
+    tool_rows: list[dict] = []
+    metas = []
+    for fmt, path in items:
+        parsed, ids, issues = _read_one(fmt, Path(path), tools)
+        meta = {"path": path, "format": fmt, "attrs": parsed.attrs, "issues": issues, "ids": ids}
+        meta |= {"rows": (len(rows), len(rows) + len(parsed.rows))}
+        meta |= {"tool_rows": (len(tool_rows), len(tool_rows) + len(parsed.tools))}
+        rows += parsed.rows
+        tool_rows += parsed.tools
+        metas.append(meta)
+    return schema.requests_frame(rows), _tool_frame(tool_rows), metas
+
+
+def workers(nbytes: int) -> int:
+    """Processes worth starting for ``nbytes`` of transcripts: 1 on one core or for a small read."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return 1 if nbytes < PARALLEL_MIN_BYTES else max(1, cores)
+
+
+def _chunks(items: list[tuple[str, Path, int]], n: int) -> list[list[tuple[str, str]]]:
+    """``items`` (format, path, size) cut into about ``n`` runs of similar bytes, in order."""
+    total = sum(size for *_, size in items) or 1
+    chunks: list[list[tuple[str, str]]] = [[]]
+    filled = 0
+    for fmt, path, size in items:
+        if filled >= total / n and chunks[-1]:
+            chunks.append([])
+            filled = 0
+        chunks[-1].append((fmt, str(path)))
+        filled += size
+    return chunks
+
+
+def _read_pass(items: list[tuple[str, Path, Key]], tools: bool) -> tuple[str, Segment, dict[str, Piece]]:
+    """Read ``items`` (format, path, key), in parallel processes where that pays, as one new segment."""
+    sized = [(fmt, path, key[0]) for fmt, path, key in items]
+    n = workers(sum(size for *_, size in sized))
+    chunks = _chunks(sized, n * CHUNKS_PER_WORKER if n > 1 else 1)
+    if n > 1 and len(chunks) > 1:
+        # fork: the workers start at once with the kit already imported (a spawned one re-imports pandas)
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(max_workers=min(n, len(chunks)), mp_context=context) as pool:
+            results = list(pool.map(_read_chunk, chunks, [tools] * len(chunks)))
+    else:
+        results = [_read_chunk(chunk, tools) for chunk in chunks]
+    keys = {str(path): key for _, path, key in items}
+    name, pieces, at, tool_at = _name(), {}, 0, 0
+    for req, tool, metas in results:
+        for meta in metas:
+            (a, b), (c, d) = meta["rows"], meta["tool_rows"]
+            pieces[meta["path"]] = Piece(
+                meta["format"], keys[meta["path"]], tools, name, (at + a, at + b), (tool_at + c, tool_at + d),
+                meta["attrs"], meta["issues"], meta["ids"],
+            )  # fmt: skip
+        at, tool_at = at + len(req), tool_at + len(tool)
+    segment = Segment(
+        _concat([r for r, _, _ in results], schema.requests_frame), _concat([t for _, t, _ in results], _tool_frame)
+    )
+    return name, segment, pieces
+
+
+# --- assembling the tables ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Take:
+    """The rows of one file that go into the tables: a segment's slice, less the repeats dropped."""
+
+    segment: str
+    rows: tuple[int, int]
+    keep: np.ndarray | None = None  # boolean mask over the slice; None keeps all
+
+
+def _stub(piece: Piece, seg: Segment) -> Parsed:
+    """A stand-in Parsed for claude_session's functions across files: rows hold only the cycle, tools their
+    index, attrs a copy (those functions filter rows and tools and update the file's summary in place)."""
+    cycles = seg.requests["cycle"].array[slice(*piece.rows)].tolist()
+    attrs = {k: list(v) for k, v in piece.attrs.items()}
+    attrs["files"] = [dict(f) for f in attrs["files"]]
+    return Parsed(rows=[{"cycle": c} for c in cycles], tools=list(range(len(piece.ids.callers))), attrs=attrs)
+
+
+def _claude_group(pieces: list[Piece], store_: Store) -> tuple[list[Parsed], list[dict]]:
+    """claude_session.read's steps across files, on stand-ins: the requests check and the repeats dropped."""
+    stubs = [_stub(p, store_.segments[p.segment]) for p in pieces]
+    answered = set().union(*(p.ids.answered for p in pieces))
+    for stub, piece in zip(stubs, pieces, strict=True):
+        stub.attrs["crosscheck"] = claude_session._requests_check(
+            piece.ids.path, piece.ids.sent, answered, len(stub.rows)
+        )
+    repeats = claude_session._drop_repeats([(s, p.ids) for s, p in zip(stubs, pieces, strict=True)])
+    return stubs, repeats
+
+
+def _kept(piece: Piece, stub: Parsed | None, seg: Segment) -> tuple[_Take, list[int] | None]:
+    """Which of the piece's rows and tool rows survive the repeats dropped (None: all)."""
+    take = _Take(piece.segment, piece.rows)
+    if stub is None or len(stub.rows) == piece.rows[1] - piece.rows[0]:
+        return take, None
+    cycles = seg.requests["cycle"].array[slice(*piece.rows)]
+    take.keep = np.isin(np.asarray(cycles, dtype=np.int64), [r["cycle"] for r in stub.rows])
+    return take, stub.tools
+
+
+def _slices(takes: list[_Take], segments: dict[str, Segment], part: str) -> list[pd.DataFrame]:
+    """The frames of ``takes`` in order, adjacent whole slices of one segment taken as one."""
+    frames, run = [], None
+    for take in takes:
+        frame = getattr(segments[take.segment], part)
+        if take.keep is not None:
+            if run:
+                frames.append(getattr(segments[run[0]], part).iloc[run[1] : run[2]])
+                run = None
+            frames.append(frame.iloc[take.rows[0] : take.rows[1]][take.keep])
+        elif run and run[0] == take.segment and run[2] == take.rows[0]:
+            run[2] = take.rows[1]
+        else:
+            if run:
+                frames.append(getattr(segments[run[0]], part).iloc[run[1] : run[2]])
+            run = [take.segment, *take.rows]
+    if run:
+        frames.append(getattr(segments[run[0]], part).iloc[run[1] : run[2]])
+    return frames
+
+
+def _extend_attrs(out: Parsed, attrs: dict[str, list]) -> None:
+    for key, values in attrs.items():
+        out.attrs.setdefault(key, []).extend(values)
+
+
+def _assemble(
+    groups: dict[str, list[Path]], order: dict[str, int], st: Store, tools: bool, issues: Issues
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list]]:
+    """The tables as ``kit.transcripts`` builds them without a cache: rows in file order, tool rows and
+    attrs in format-group order, each group's steps across files applied."""
+    from kit.transcripts import READERS
+
+    out = Parsed()
+    takes: dict[str, _Take] = {}
+    tool_takes: list[_Take] = []
+    segments = dict(st.segments)
+    for fmt, group in groups.items():
+        if fmt in UNCACHED:
+            parsed = READERS[fmt].read(group, issues, tools)
+            name = f"uncached-{fmt}"
+            segments[name] = Segment(schema.requests_frame(parsed.rows), _tool_frame(parsed.tools))
+            paths = segments[name].requests["source_path"].to_numpy(dtype=object)
+            for path in group:
+                where = np.flatnonzero(paths == str(path))
+                if len(where):
+                    mask = np.zeros(len(paths), dtype=bool)
+                    mask[where] = True
+                    takes[str(path)] = _Take(name, (0, len(paths)), mask)
+            tool_takes.append(_Take(name, (0, len(parsed.tools))))
+            _extend_attrs(out, parsed.attrs)
+            continue
+        pieces = [st.pieces[str(p)] for p in group]
+        for piece in pieces:
+            for item in piece.issues:
+                issues.add(item["source_path"], item["source_line"], item["reason"])
+        group_out = Parsed()
+        stubs: list[Parsed | None] = [None] * len(pieces)
+        if fmt == claude_session.FORMAT:
+            stubs, group_out.attrs["repeats"] = _claude_group(pieces, st)
+        for path, piece, stub in zip(group, pieces, stubs, strict=True):
+            take, kept_tools = _kept(piece, stub, segments[piece.segment])
+            takes[str(path)] = take
+            if tools:
+                tool_takes += _tool_takes(piece, kept_tools)
+            _extend_attrs(group_out, stub.attrs if stub is not None else piece.attrs)
+        _extend_attrs(out, group_out.attrs)
+    ordered = [takes[p] for p in sorted(takes, key=order.__getitem__)]
+    requests = _concat(_slices(ordered, segments, "requests"), schema.requests_frame)
+    tool_frame = _concat(_slices(tool_takes, segments, "tools"), _tool_frame)
+    return requests, tool_frame, out.attrs
+
+
+def _tool_takes(piece: Piece, kept: list[int] | None) -> list[_Take]:
+    take = _Take(piece.segment, piece.tool_rows)
+    if kept is not None:
+        take.keep = np.zeros(piece.tool_rows[1] - piece.tool_rows[0], dtype=bool)
+        take.keep[kept] = True
+    return [take]
+
+
+# --- the entry point ---------------------------------------------------------------------------------------
+
+
+def _check_folder(folder: Path | None, files: Sequence[Path]) -> None:
+    """The cache never goes into a transcript folder (raw artifacts are never modified)."""
+    if folder is None:
+        return
+    where = str(Path(folder).expanduser().resolve())
+    for parent in {os.path.dirname(os.path.abspath(p)) for p in files}:
+        if where == parent or where.startswith(parent + os.sep):
+            raise ValueError(f"cache folder {folder} is inside the transcript folder {parent}; choose another")
+
+
+def tables(
+    files: Sequence[Path], format: str, strict: bool, tools: bool, cache: str | Path | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``kit.transcripts.tables`` through the cache (``cache`` None: the parallel read alone, nothing kept)."""
+    from kit import transcripts
+
+    _check_folder(cache, files)
+    st = store(cache)
+    issues = Issues(strict=strict)
+    keys: dict[str, Key] = {}
+    for path in files:
+        with suppress(OSError):  # reported by the grouping below, as without a cache
+            keys[str(path)] = file_key(path)
+
+    def known(path: Path) -> str:
+        piece = st.fresh(path, keys[str(path)], None, tools) if str(path) in keys else None
+        return piece.format if piece is not None else transcripts.detect(path)
+
+    groups, order = transcripts._groups(files, format, issues, known)
+    cached = [p for fmt, group in groups.items() if fmt not in UNCACHED for p in group]
+    signature = (tuple((str(p), keys[str(p)]) for p in cached), tuple(groups), tools, not set(groups) & UNCACHED)
+    if st.memo is not None and st.memo[0] == signature and signature[-1]:
+        requests, tool_frame, attrs, piece_issues = st.memo[1:]
+        for item in piece_issues:
+            issues.add(item["source_path"], item["source_line"], item["reason"])
+    else:
+        stale = [(fmt, p, keys[str(p)]) for fmt, group in groups.items() if fmt not in UNCACHED for p in group]
+        stale = [(fmt, p, key) for fmt, p, key in stale if st.fresh(p, key, fmt, tools) is None]
+        if stale:
+            st.add(*_read_pass(stale, tools))
+        before = len(issues.items)
+        requests, tool_frame, attrs = _assemble(groups, order, st, tools, issues)
+        st.memo = (signature, requests, tool_frame, attrs, issues.items[before:])
+    attrs = {**attrs, "issues": issues.items}
+    requests, tool_frame = requests.copy(deep=False), tool_frame.copy(deep=False)  # copy-on-write (pandas 3)
+    requests.attrs = {k: Shared(v) for k, v in attrs.items()}
+    tool_frame.attrs = {"issues": Shared(issues.items)}
+    return requests, tool_frame
