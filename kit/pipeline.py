@@ -66,6 +66,14 @@ class IPCKernelManager(AsyncKernelManager):
     def _ip_default(self) -> str:
         return str(Path(tempfile.gettempdir()) / f"kit-kernel-{uuid.uuid4().hex}")
 
+    async def _async_interrupt_kernel(self) -> None:
+        """No interrupt on the way to shutdown: jupyter_client sends one before every shutdown, and a kernel
+        still finishing a message logs ``KeyboardInterrupt caught in kernel`` into the progress bar. papermill
+        shuts a kernel down only after its last cell (a timed-out cell is interrupted by nbclient first), and
+        a kernel that ignores the shutdown request is killed after ``shutdown_wait_time``."""
+        if not self.shutting_down:
+            await super()._async_interrupt_kernel()
+
 
 def resolve_value(text: str) -> Any:
     """papermill's ``-p`` typing: True/False/None, int, float, else the string."""
@@ -262,13 +270,23 @@ def run_stage(stage: str, folder: Path, parameters: dict[str, Any], timeout_s: i
     except Exception as exc:
         failed = folder / f"{stage}.failed.ipynb"
         if running.exists():
-            os.replace(running, failed)
+            _move(running, failed)
             record_failure(failed, exc)
             export_html(failed)
         raise StageFailed(stage, failed, exc) from exc
-    os.replace(running, out)
+    _move(running, out)
     export_html(out)
     return out
+
+
+def _move(running: Path, dest: Path) -> None:
+    """Put an executed notebook at ``dest``, its papermill ``output_path`` naming where it now is."""
+    import nbformat
+
+    nb = nbformat.read(running, as_version=4)
+    nb.metadata.setdefault("papermill", {})["output_path"] = str(dest)
+    atomic_write(dest, lambda tmp: nbformat.write(nb, tmp))
+    running.unlink()
 
 
 def record_failure(notebook: Path, exc: Exception) -> None:

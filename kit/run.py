@@ -118,7 +118,8 @@ def _check_backend_options(params: dict[str, Any]) -> None:
     accepted = BACKEND_OPTIONS[params["backend"]]
     unknown = sorted(set(params["backend_options"]) - accepted)
     if unknown:
-        reason = f"unknown option(s) {unknown} for backend {params['backend']!r} (they would be ignored)"
+        hint = did_you_mean(unknown[0], accepted)
+        reason = f"unknown option(s) {unknown} for backend {params['backend']!r} (they would be ignored){hint}"
         raise ParamError("backend_options", reason, sorted(accepted))
 
 

@@ -45,6 +45,7 @@ def test_every_stage_executed_and_exported(batch):
     for stage in pipeline.STAGES:
         nb = nbformat.read(batch / f"{stage}.ipynb", as_version=4)
         assert any(c.metadata.get("tags") == ["injected-parameters"] for c in nb.cells)
+        assert nb.metadata.papermill.output_path == str(batch / f"{stage}.ipynb")  # not the temporary name
         assert (batch / f"{stage}.html").stat().st_size > 10_000
 
 
