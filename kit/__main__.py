@@ -82,6 +82,12 @@ def _ping(argv: list[str]) -> int:
     return ping.main(argv)
 
 
+def _occupancy(argv: list[str]) -> int:
+    from kit import occupancy_block
+
+    return occupancy_block.main(argv)
+
+
 def _snapshot(argv: list[str]) -> int:
     from kit import snapshot
 
@@ -96,6 +102,7 @@ COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
         "recording proxy in front of a real endpoint",
     ),
     "parse": (_parse, "any agent transcript -> canonical request rows (one per model response)"),
+    "occupancy": (_occupancy, "residual context occupancy of session files, as docs/method.md#occupancy prints it"),
     "ping": (_ping, "one short request through a backend's whole path"),
     "snapshot": (_snapshot, "recount a published three-arm snapshot (results.json) with a bootstrap interval"),
 }

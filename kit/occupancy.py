@@ -9,16 +9,19 @@ in characters (tool results, and the response's output where a reader supplies `
 in tokens (the response's visible output, ``output_tokens - reasoning_tokens``, where no characters
 are known), so:
 
-1. Characters per token are calibrated per trial on the gaps that are >= 80% tool result
+1. Characters per token are calibrated per trial on the gaps that are >= 80% tool result by characters
    (docs/method.md#calibration: calibrating on every gap hands a short result a whole gap whose
-   assistant text went unrecorded).
+   assistant text went unrecorded, so the all-gap pool is never used).
    A gap's ratio is its characters over its tokens not already known; the lower median is taken, ratios
    above 1.5 times it are dropped (shedding inflates the apparent density), and the ratio is pooled
-   over the rest. No such gap: every growing gap pooled; none at all: 3.0 chars/token, flagged.
-2. The error bar is the median relative error over the gaps that are >= 95% one tool result, where the
-   growth is that result's token count.
-3. Every tool result is priced at the ratio and queued in order. A ``compact_boundary`` event clears
-   the queue, and so does a fresh session: a trial's next main transcript file that starts its own
+   over the rest. A trial with no such gap borrows its arm's ratio, pooled over the arm's measured
+   trials of the same batch ("arm"); with none, 3.0 chars/token ("default", the middle of the 2-4
+   chars/token dense source measures at). Either way ``calibration_note`` says why, loudly.
+2. The error bar is the median, over the gaps that are >= 95% one tool result, of the distance between
+   that result's measured growth and its price at the trial's ratio, relative to the growth.
+3. Every tool result is priced at the ratio and queued in order. A compaction event (Claude's
+   ``compact_boundary``, Codex's ``compacted`` / ``context_compacted``) clears the queue, and so does a
+   fresh session: a trial's next main transcript file that starts its own
    conversation (``file_cycle`` 0; a resumed session's copy of its history is dropped by the reader, so
    it starts later), whose first request carries none of the earlier window (docs/method.md#compaction).
    A growth smaller than expected by more than max(200 tokens, 5%) is shedding without an event
@@ -47,10 +50,13 @@ CLEAN_SHARE = 0.80  # a gap this much tool result calibrates chars/token
 SINGLE_SHARE = 0.95  # a gap this much one result measures the attribution error
 MIN_GAP_CHARS = 500  # shorter gaps are too small to calibrate on
 OUTLIER = 1.5  # ratios above this times the lower median are dropped (shedding inflates density)
-FALLBACK_CHARS_PER_TOKEN = 3.0
+DEFAULT_CHARS_PER_TOKEN = 3.0  # the middle of the 2-4 chars/token dense source measures at (docs/method.md#calibration)
+DENSE_RANGE = (2.0, 4.0)  # a measured ratio outside it is flagged: prose runs higher, JSON or minified text lower
 EVICT_MIN_TOKENS = 200
 EVICT_SHARE = 0.05
-COMPACTION_KINDS = frozenset({"compact_boundary", "system:compact_boundary", "compaction", "system:compaction"})
+COMPACTION_KINDS = frozenset(
+    {"compact_boundary", "system:compact_boundary", "compaction", "system:compaction", "compacted", "context_compacted"}
+)
 
 # Tool families of kit.transcripts (read, grep, bash, exec, explore, other) as occupancy categories.
 TOOL_CATEGORIES = {
@@ -72,6 +78,7 @@ _FILE_PARTS = ("Read", "Grep/Glob", "Bash/exec")
 COLUMNS = [
     "batch",
     "arm",
+    "run",
     "trial_id",
     "category",
     "tokens",
@@ -83,6 +90,7 @@ COLUMNS = [
     "err",
     "chars_per_token",
     "calibration",
+    "calibration_note",
     "rel_err",
     "requests",
     "compactions",
@@ -141,49 +149,78 @@ class _Gap:
         return not (self.reset or self.unknown_text) and self.unknown_tokens > 0 and self.chars > MIN_GAP_CHARS
 
 
-def _calibrate(gaps: list[_Gap]) -> tuple[float, str]:
-    """Chars per token of tool output, and how it was found ("measured", "pooled", "fallback")."""
-    clean = _clean(gaps)
-    if clean:
-        ratios = sorted(g.chars / g.unknown_tokens for g in clean)
-        lower_median = ratios[(len(ratios) - 1) // 2]
-        kept = [g for g in clean if g.chars / g.unknown_tokens <= OUTLIER * lower_median]
-        return sum(g.chars for g in kept) / sum(g.unknown_tokens for g in kept), "measured"
-    growing = [g for g in gaps if not (g.reset or g.unknown_text) and g.unknown_tokens > 0 and g.chars > 0]
-    if growing:
-        return sum(g.chars for g in growing) / sum(g.unknown_tokens for g in growing), "pooled"
-    return FALLBACK_CHARS_PER_TOKEN, "fallback"
+@dataclass(frozen=True)
+class Calibration:
+    """A trial's chars per token of tool output, how it was found and, unless plainly measured, why."""
+
+    chars_per_token: float
+    how: str  # "measured", "arm" (the arm's other trials), "default", or "none" (no tool result to price)
+    note: str = ""
+    kept: tuple[_Gap, ...] = ()  # the gaps it was measured on
 
 
 def _clean(gaps: list[_Gap]) -> list[_Gap]:
     return [g for g in gaps if g.measurable() and g.share(g.tool_chars) >= CLEAN_SHARE]
 
 
-def _relative_error(gaps: list[_Gap]) -> float:
-    """Median |priced - measured| / measured over gaps that are >= 95% one tool result; NaN if none.
-
-    Each such gap is priced at the ratio calibrated on the other clean gaps (leave one out): priced at a
-    ratio it helped set, a lone calibration gap would report an error of exactly zero.
-    """
+def _kept(gaps: list[_Gap]) -> list[_Gap]:
+    """The calibration gaps: >= 80% tool result, less those denser than 1.5 times the lower median (shed)."""
     clean = _clean(gaps)
-    if len(clean) < 2:
+    if not clean:
+        return []
+    ratios = sorted(g.chars / g.unknown_tokens for g in clean)
+    lower_median = ratios[(len(ratios) - 1) // 2]
+    return [g for g in clean if g.chars / g.unknown_tokens <= OUTLIER * lower_median]
+
+
+def _measured(gaps: list[_Gap]) -> Calibration | None:
+    """The ratio over the calibration gaps, flagged when outside what dense source measures; None if none."""
+    kept = _kept(gaps)
+    if not kept:
+        return None
+    cpt = sum(g.chars for g in kept) / sum(g.unknown_tokens for g in kept)
+    low, high = DENSE_RANGE
+    note = "" if low <= cpt <= high else f"{cpt:.2f} chars/token is outside the {low:g}-{high:g} of dense source"
+    return Calibration(cpt, "measured", note, tuple(kept))
+
+
+def _no_gap(gaps: list[_Gap]) -> str:
+    """Why no gap calibrates, with the nearest miss, for the warning."""
+    measurable = [g for g in gaps if g.measurable()]
+    if not measurable:
+        return f"no gap of {MIN_GAP_CHARS}+ characters and known growth ({len(gaps)} gaps)"
+    best = max(g.share(g.tool_chars) for g in measurable)
+    return f"no gap >= {CLEAN_SHARE:.0%} tool result (the most: {best:.0%}, of {len(measurable)} measurable gaps)"
+
+
+def _borrowed(gaps: list[_Gap], pool: list[Calibration]) -> Calibration:
+    """No calibration gap: the arm's ratio pooled over its measured trials, else the named default."""
+    if not any(chars for g in gaps for _, chars in g.results):
+        return Calibration(float("nan"), "none", "no tool result to price")
+    reason = _no_gap(gaps)
+    kept = [g for c in pool for g in c.kept]
+    if kept:
+        cpt = sum(g.chars for g in kept) / sum(g.unknown_tokens for g in kept)
+        return Calibration(cpt, "arm", f"{reason}; priced at the arm's ratio over its {len(pool)} measured trial(s)")
+    return Calibration(DEFAULT_CHARS_PER_TOKEN, "default", f"{reason}; {DEFAULT_CHARS_PER_TOKEN:g} chars/token assumed")
+
+
+def _relative_error(calibration: Calibration) -> float:
+    """Median, over calibration gaps that are >= 95% one tool result, of |price - growth| / growth; NaN if none.
+
+    A result's growth is its gap's growth less the gap's other characters at the ratio, and its price its
+    characters at the ratio. A lone calibration gap set the ratio by itself, so its error would be zero
+    by construction: with fewer than two, there is no error bar.
+    """
+    if len(calibration.kept) < 2:
         return float("nan")
-    chars = np.array([g.chars for g in clean])
-    tokens = np.array([g.unknown_tokens for g in clean])
-    order = np.argsort(chars / tokens, kind="stable")
-    chars, tokens, ratios = chars[order], tokens[order], (chars / tokens)[order]
-    n = len(ratios)
-    errors = []
-    for i in range(n):
-        g = clean[order[i]]
-        if g.share(max(c for _, c in g.results)) < SINGLE_SHARE:
+    cpt, errors = calibration.chars_per_token, []
+    for g in calibration.kept:
+        result = max(c for _, c in g.results)
+        if g.share(result) < SINGLE_SHARE:
             continue
-        j = (n - 2) // 2  # lower median of the n - 1 others
-        lower_median = ratios[j] if j < i else ratios[j + 1]
-        kept = ratios <= OUTLIER * lower_median
-        kept[i] = False
-        cpt = chars[kept].sum() / tokens[kept].sum()
-        errors.append(abs(chars[i] / cpt - tokens[i]) / tokens[i])
+        growth = g.unknown_tokens - (g.chars - result) / cpt
+        errors.append(abs(result / cpt - growth) / growth)
     return float(np.median(errors)) if errors else float("nan")
 
 
@@ -280,11 +317,9 @@ def _measure(gaps: list[_Gap]) -> str:
     return "mixed" if len(kinds) > 1 else ("chars" if kinds == {True} else "tokens" if kinds else "")
 
 
-def _trial_rows(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray, window: int) -> list[dict]:
+def _trial_rows(req: pd.DataFrame, gaps: list[_Gap], calibration: Calibration, window: int) -> list[dict]:
     ctx_final, ctx_first = float(req["input_tokens"].iloc[-1]), float(req["input_tokens"].iloc[0])
-    gaps = _gaps(req, res, compact_cycles)
-    cpt, how = _calibrate(gaps)
-    rel = _relative_error(gaps)
+    cpt, rel = calibration.chars_per_token, _relative_error(calibration)
     every, evicted, compactions = _attribute(gaps, cpt)
     parts = {}
     for category, chunks in every.items():
@@ -312,7 +347,8 @@ def _trial_rows(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray
     }
     common = {
         "chars_per_token": cpt,
-        "calibration": how,
+        "calibration": calibration.how,
+        "calibration_note": calibration.note,
         "rel_err": rel,
         "requests": len(req),
         "compactions": compactions,
@@ -396,9 +432,11 @@ def occupancy(
     next prompt carries it, ``user_chars`` = characters of user text new in the request, ``sidechain``).
     ``tool_results``: ``kit.transcripts.tool_results`` rows (``cycle`` = first request carrying the result).
     ``events``: compactions (``trial_id``, ``cycle`` = first request after it; rows with a ``kind`` other
-    than a compact boundary are ignored). Trials are keyed by (batch, trial_id) when both tables have
-    a ``batch`` column (filled): trial ids repeat across batches. A trial with a request of unknown
-    usage gets NaN tokens and ``calibration`` "usage unknown": missing is never zero.
+    than a compaction's, ``COMPACTION_KINDS``, are ignored). A trial with no calibration gap borrows the
+    ratio of its arm's measured trials in the same batch (``calibration`` "arm"), else the default.
+    Trials are keyed by (batch, trial_id) when both tables have a ``batch`` column (filled): trial ids
+    repeat across batches. A trial with a request of unknown usage gets NaN tokens and ``calibration``
+    "usage unknown": missing is never zero.
     """
     batched = "batch" in requests.columns and "batch" in tool_results.columns and requests["batch"].notna().any()
     keys = ["batch", "trial_id"] if batched else ["trial_id"]
@@ -410,18 +448,28 @@ def occupancy(
     )
     by_trial = {k: g for k, g in results.groupby(keys, sort=False, dropna=False)}
     by_event = {k: g["cycle"].to_numpy(dtype=np.int64) for k, g in compactions.groupby(keys, sort=False)}
-    rows = []
+    trials = []  # (ident, requests, gaps, measured calibration or None); None gaps: usage unknown
     for key, req in requests.groupby(keys, sort=False, dropna=False):
         req = req.sort_values("cycle")
         ident = {"arm": req["arm"].iloc[0] if "arm" in req else pd.NA, **dict(zip(keys, key, strict=True))}
-        res = by_trial.get(key, results.iloc[:0])
+        if "run" in req:
+            ident["run"] = req["run"].iloc[0]
         if req["input_tokens"].isna().any() or req["output_tokens"].isna().any():
+            trials.append((ident, req, None, None))
+            continue
+        gaps = _gaps(req, by_trial.get(key, results.iloc[:0]), by_event.get(key, np.array([], dtype=np.int64)))
+        trials.append((ident, req, gaps, _measured(gaps)))
+    pools: dict[tuple, list[Calibration]] = {}
+    for ident, _, _, measured in trials:
+        if measured is not None:
+            pools.setdefault((ident.get("batch"), ident["arm"]), []).append(measured)
+    rows = []
+    for ident, req, gaps, measured in trials:
+        if gaps is None:
             rows += [{**ident, "category": c, "calibration": "usage unknown", "requests": len(req)} for c in CATEGORIES]
             continue
-        rows += [
-            {**ident, **r}
-            for r in _trial_rows(req, res, by_event.get(key, np.array([], dtype=np.int64)), window_tokens)
-        ]
+        calibration = measured or _borrowed(gaps, pools.get((ident.get("batch"), ident["arm"]), []))
+        rows += [{**ident, **r} for r in _trial_rows(req, gaps, calibration, window_tokens)]
     out = pd.DataFrame(rows, columns=COLUMNS)
     if not batched:
         out["batch"] = requests["batch"].iloc[0] if "batch" in requests.columns and len(requests) else pd.NA

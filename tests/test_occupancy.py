@@ -88,13 +88,16 @@ def test_calibration_on_tool_heavy_gaps_and_exact_attribution():
     assert read["share_of_window"] == pytest.approx((1900 / cpt) / 200_000)
 
 
-def test_error_bar_prices_each_single_result_gap_at_the_others_ratio():
+def test_error_bar_prices_each_single_result_gap_at_the_runs_ratio():
     requests, tools = calibration_session()
     out = occ.occupancy(requests, tools, window_tokens=100_000)
-    # leave one out: gap 1 at (2500 + 2600) / 2000, gap 2 at (2000 + 2600) / 2000, gap 3 at (2000 + 2500) / 2000
-    errors = [abs(2000 / 2.55 - 1000) / 1000, abs(2500 / 2.3 - 1000) / 1000, abs(2600 / 2.25 - 1000) / 1000]
+    # the seed's definition: each >= 95% one-result gap's result priced at the run's ratio against its growth
+    # (the gap's growth less the response's 100 characters at that ratio)
+    cpt = 7100 / 3000
+    growth = 1000 - 100 / cpt
+    errors = [abs(result / cpt - growth) / growth for result in (1900, 2400, 2500)]
     rel = float(np.median(errors))
-    assert rel == pytest.approx(0.155556, abs=1e-6)
+    assert rel == pytest.approx(0.102941, abs=1e-6)
     tokens, err = by_category(out), out.set_index("category")["err"]
     assert out["rel_err"].iloc[0] == pytest.approx(rel)
     assert err["Read"] == pytest.approx(rel * tokens["Read"])
@@ -179,14 +182,32 @@ def test_output_tokens_stand_in_when_output_chars_are_unknown():
     assert by_category(out)["Read"] == pytest.approx(1600)
 
 
-def test_fallbacks_are_labelled():
+def test_fallbacks_are_named_and_never_the_all_gap_pool():
     small = occ.occupancy(session([1000, 1100]), results([(1, "read", 300)]))
-    assert small["calibration"].iloc[0] == "pooled"  # a 400-character gap: too small to calibrate on
-    assert small["chars_per_token"].iloc[0] == pytest.approx(400 / 100)
-    assert math.isnan(small["rel_err"].iloc[0])
-    flat = occ.occupancy(session([1000, 900]), results([(1, "read", 200)]))
-    assert flat["calibration"].iloc[0] == "fallback"
-    assert flat["chars_per_token"].iloc[0] == occ.FALLBACK_CHARS_PER_TOKEN
+    row = small.iloc[0]  # a 400-character gap: too small to calibrate on, and no other trial of the arm
+    assert (row["calibration"], row["chars_per_token"]) == ("default", occ.DEFAULT_CHARS_PER_TOKEN)
+    assert "no gap of 500+ characters" in row["calibration_note"] and "3 chars/token assumed" in row["calibration_note"]
+    assert math.isnan(row["rel_err"]) and math.isnan(small.set_index("category").loc["Read", "err"])
+    # a second trial of the same arm measures 2.5: the small trial borrows it, and says so
+    measured = occ.occupancy(
+        session([1000, 2000, 3000], trial="t2"), results([(1, "read", 2400), (2, "read", 2400)], "t2")
+    )
+    both = occ.occupancy(
+        pd.concat([session([1000, 1100]), session([1000, 2000, 3000], trial="t2")]),
+        pd.concat([results([(1, "read", 300)]), results([(1, "read", 2400), (2, "read", 2400)], "t2")]),
+    )
+    t1 = both[both["trial_id"] == "t1"].iloc[0]
+    assert (t1["calibration"], t1["chars_per_token"]) == ("arm", pytest.approx(2.5))
+    assert t1["chars_per_token"] == pytest.approx(measured["chars_per_token"].iloc[0])
+    assert "the arm's ratio over its 1 measured trial(s)" in t1["calibration_note"]
+    none = occ.occupancy(session([1000, 1100]), results([]))
+    assert none["calibration"].iloc[0] == "none" and none["calibration_note"].iloc[0] == "no tool result to price"
+
+
+def test_a_measured_ratio_outside_dense_source_is_flagged():
+    out = occ.occupancy(session([1000, 2000, 3000], [0, 0, 0]), results([(1, "read", 4500), (2, "read", 4500)]))
+    assert out["calibration"].iloc[0] == "measured" and out["chars_per_token"].iloc[0] == pytest.approx(4.5)
+    assert out["calibration_note"].iloc[0] == "4.50 chars/token is outside the 2-4 of dense source"
 
 
 def test_new_turn_of_unknown_length_does_not_calibrate():
@@ -247,20 +268,22 @@ def test_bad_input_is_located():
 def test_claude_tool_heavy_session():
     """spotter's tool_heavy.jsonl through kit.transcripts: four requests, six results (two never sent).
 
-    Checked by hand: only gap 3 (27,666 - 26,507 = 1,159 tokens; Glob 45 + WebSearch 3,061 characters;
-    11 output tokens of the response before it) is big enough to calibrate: 3,106 / 1,148 chars/token. The
-    Read and WebFetch results would enter a fifth request that the session never made.
+    Checked by hand: only gap 3 (27,666 - 26,507 = 1,159 tokens; Glob 45 + WebSearch 3,061 characters,
+    plus the response before it: its characters where the reader gives ``output_chars``, else its 11 output
+    tokens) is big enough to calibrate. The Read and WebFetch results would enter a fifth request that the
+    session never made.
     """
     requests = transcripts.read(TOOL_HEAVY).assign(trial_id="tool_heavy", arm="claude")
     tools = transcripts.tool_results(TOOL_HEAVY).assign(trial_id="tool_heavy")
     events = pd.DataFrame(requests.attrs["events"]).assign(trial_id="tool_heavy")
     out = occ.occupancy(requests, tools, events=events)
-    cpt = 3106 / 1148
+    output_chars = requests["output_chars"].iloc[2] if "output_chars" in requests else pd.NA
+    cpt, measure = (3106 / 1148, "tokens") if pd.isna(output_chars) else ((3106 + output_chars) / 1159, "chars")
     row = out.iloc[0]
-    assert row["chars_per_token"] == pytest.approx(cpt)
+    assert row["chars_per_token"] == pytest.approx(cpt) and 2 <= cpt <= 4 and row["calibration_note"] == ""
     assert (row["calibration"], row["output_measure"], row["requests"], row["compactions"]) == (
         "measured",
-        "tokens",
+        measure,
         4,
         0,
     )
@@ -271,8 +294,7 @@ def test_claude_tool_heavy_session():
     assert tokens["other tools"] == pytest.approx(3061 / cpt)
     assert tokens["Read"] == 0
     assert tokens["final context"] == 27_666 and tokens["fixed base"] == 25_801
-    assert tokens["base"] == pytest.approx(26_408.23, abs=0.01)
-    assert round(tokens["other tools"], 1) == 1131.4
+    assert tokens["base"] == pytest.approx(27_666 - (142 + 155 + 45 + 3061) / cpt)
     shares = out.set_index("category")["share_of_window"]
     assert shares["final context"] == pytest.approx(0.13833)
     assert 0 < tokens["file access"] < tokens["other tools"] < tokens["base"]

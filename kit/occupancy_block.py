@@ -1,0 +1,248 @@
+"""The occupancy block as codegraph's write-up prints it (docs/method.md#occupancy), and what it is compared by.
+
+``python -m kit occupancy PATH…`` prints it for session files a user already has (each file one session;
+a folder or a quoted glob lists several), and the analyze notebook and the report print it per arm of
+a batch. One layout everywhere, so a number read in a report can be found again in a terminal::
+
+    Residual context occupancy at end of run:
+      final context       54,950 tok   27.5% of 200k window
+      explore             13,941 tok   25.4% of ctx    7.0% of 200k win   (31,312 chars, 2 results)
+      …
+      measure: 2.25 chars/tok measured ±0.9% · turns 6 · compactions 0
+
+Every figure is a value of ``analysis/occupancy_trials.csv`` (a batch's arm: the mean over its trials),
+so the block never computes anything the tables do not hold. The comparison the method makes (the
+with-arm tool's residual against the without-arm's file access, as a ratio with an interval) and the
+fixed-overhead line (with-arm fixed base minus without-arm fixed base, medians) are here too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kit import occupancy as occ
+from kit import stats
+
+LABELS = {  # occupancy category -> the block's label
+    occ.CONTEXT: "final context",
+    "explore tool": "explore",
+    "Read": "Read",
+    "Grep/Glob": "Grep/Glob",
+    "Bash/exec": "Bash",
+    occ.FILE_ACCESS: "→ file-access",
+    occ.OTHER: "other tools",
+    occ.BASE: "base (prompt+prose)",
+    occ.FIXED_BASE: "  of which fixed",
+}
+FAMILIES = ("explore tool", "Read", "Grep/Glob", "Bash/exec", occ.FILE_ACCESS, occ.OTHER)
+FIXED_NOTE = "system + tool schemas + question, before any tool answered"
+COMPARISON_COLUMNS = [
+    "with_arm",
+    "without_arm",
+    "with_category",
+    "without_category",
+    "with_tokens",
+    "without_tokens",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "confidence",
+    "n_with",
+    "n_without",
+    "fixed_overhead_tokens",
+    "note",
+]
+
+
+def _win(window: int) -> str:
+    return f"{window // 1000}k" if window % 1000 == 0 else f"{window:,}"
+
+
+def _line(label: str, tokens: float) -> str:
+    return f"  {label:<18}{round(tokens):>8,} tok"
+
+
+def _num(n: float) -> str:
+    """A count, or an arm's mean of counts (one decimal when it is not whole)."""
+    return f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
+
+
+def _count(n: float, word: str) -> str:
+    return f"{_num(n)} {word}" + ("" if n == 1 else "s")
+
+
+def _measure(trials: pd.DataFrame) -> str:
+    """``measure: X chars/tok <how> ±e% · turns N · compactions N`` (means over the trials given)."""
+    cpt, rel = trials["chars_per_token"].astype(float), trials["rel_err"].astype(float)
+    hows = trials["calibration"].astype(str).value_counts()
+    how = hows.index[0] if len(hows) == 1 else ", ".join(f"{k} {v}/{len(trials)}" for k, v in hows.items())
+    ratio = f"{cpt.mean():.2f} chars/tok {how}" if cpt.notna().any() else f"no chars/tok ({how})"
+    bar = f" ±{rel.mean():.1%}" if rel.notna().any() else " ±? (no error bar: < 2 calibration gaps)"
+    bar = bar if cpt.notna().any() else ""
+    turns = trials["requests"].astype(float).mean()
+    compactions = trials["compactions"].astype(float).sum()
+    return f"  measure: {ratio}{bar} · turns {_num(turns)} · compactions {compactions:.0f}"
+
+
+def block(rows: pd.DataFrame, window_tokens: int = occ.WINDOW_TOKENS) -> str:
+    """The block of one session, or of an arm's trials (then each figure is the mean over them).
+
+    ``rows``: ``kit.occupancy.occupancy`` rows of one trial or of several (one arm). Calibration notes
+    (a borrowed or default ratio, a ratio outside the range of dense source) follow as ``! …`` lines.
+    """
+    per = rows.assign(results=rows["results"].astype("Float64")).groupby("category", sort=False)
+    mean = per[["tokens", "chars", "results", "share_of_context", "share_of_window"]].mean()
+    win = _win(window_tokens)
+    ctx = mean.loc[occ.CONTEXT]
+    lines = [
+        "Residual context occupancy at end of run:",
+        f"{_line(LABELS[occ.CONTEXT], ctx['tokens'])} {ctx['share_of_window']:>7.1%} of {win} window",
+    ]
+    for category in FAMILIES:
+        m = mean.loc[category]
+        shares = f" {m['share_of_context']:>7.1%} of ctx {m['share_of_window']:>7.1%} of {win} win"
+        detail = f"({round(m['chars']):,} chars, {_count(float(m['results']), 'result')})"
+        lines.append(f"{_line(LABELS[category], m['tokens'])}{shares}   {detail}")
+    base = mean.loc[occ.BASE]
+    lines.append(
+        f"{_line(LABELS[occ.BASE], base['tokens'])} {base['share_of_context']:>7.1%} of ctx "
+        f"{base['share_of_window']:>7.1%} of {win} win"
+    )
+    lines.append(f"{_line(LABELS[occ.FIXED_BASE], mean.loc[occ.FIXED_BASE, 'tokens'])}  {FIXED_NOTE}")
+    trials = rows[rows["category"] == occ.CONTEXT]
+    lines.append(_measure(trials))
+    notes = trials["calibration_note"].fillna("").astype(str)
+    lines += [f"  ! {n}" for n in dict.fromkeys(notes[notes != ""])]
+    return "\n".join(lines)
+
+
+def arms(occupancy_trials: pd.DataFrame, window_tokens: int = occ.WINDOW_TOKENS) -> dict[str, str]:
+    """Each arm's block (means over its trials with known usage), by arm name."""
+    known = occupancy_trials[occupancy_trials["calibration"] != "usage unknown"]
+    return {
+        str(arm): block(rows, window_tokens)
+        for arm, rows in known.groupby(known["arm"].astype(str), sort=True)
+        if (rows["category"] == occ.CONTEXT).any()
+    }
+
+
+def _per_trial(occupancy_trials: pd.DataFrame, category: str) -> pd.Series:
+    rows = occupancy_trials[occupancy_trials["category"] == category]
+    return rows.set_index(["batch", "arm", "run"])["tokens"]
+
+
+def comparison(
+    occupancy_trials: pd.DataFrame,
+    with_arm: str,
+    without_arm: str,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> dict:
+    """The with-arm's explore residual over the without-arm's file-access residual, with its interval.
+
+    The two ways an agent gets the same bytes into its head (docs/method.md#occupancy). The interval is
+    ``kit.stats.ratio``'s on per-trial values (paired by run where the runs match), and the fixed overhead
+    is the with-arm's median fixed base minus the without-arm's: paid whether or not the tool is called.
+    """
+    known = occupancy_trials[occupancy_trials["calibration"] != "usage unknown"]
+    mine = _per_trial(known[known["arm"] == with_arm], "explore tool")
+    theirs = _per_trial(known[known["arm"] == without_arm], occ.FILE_ACCESS)
+    values = pd.concat([mine, theirs]).rename("residual").reset_index().assign(status="ok")
+    fixed = known[known["category"] == occ.FIXED_BASE].groupby("arm")["tokens"].median()
+    row = {
+        "with_arm": with_arm,
+        "without_arm": without_arm,
+        "with_category": "explore tool",
+        "without_category": occ.FILE_ACCESS,
+        "with_tokens": float(mine.mean()) if len(mine) else np.nan,
+        "without_tokens": float(theirs.mean()) if len(theirs) else np.nan,
+        "n_with": len(mine),
+        "n_without": len(theirs),
+        "confidence": confidence,
+        "fixed_overhead_tokens": float(fixed.get(with_arm, np.nan) - fixed.get(without_arm, np.nan)),
+    }
+    if len(mine) < 2 or len(theirs) < 2 or not theirs.mean() > 0:
+        return {**row, "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "note": "too few trials to compare"}
+    r = stats.ratio(
+        values, "residual", with_arm, without_arm, confidence=confidence, n_resamples=n_resamples, seed=seed
+    )
+    return {**row, "ratio": r["ratio"], "ci_low": r["ci_low"], "ci_high": r["ci_high"], "note": r.get("note", "")}
+
+
+def comparison_lines(row: dict) -> list[str]:
+    """The comparison and the fixed-overhead line, as the block's continuation."""
+    level = f"{row['confidence']:.0%} CI"
+    if np.isnan(row["ratio"]):
+        compared = f"({row['note']})"
+    else:
+        compared = f"= {row['ratio']:.2f}x ({level} {row['ci_low']:.2f}–{row['ci_high']:.2f})"
+    return [
+        f"{row['with_arm']} explore residual {round(row['with_tokens']):,} tok vs {row['without_arm']} file-access "
+        f"{round(row['without_tokens']):,} tok {compared}",
+        f"fixed overhead: {row['fixed_overhead_tokens']:+,.0f} tok of context before any tool is called "
+        f"({row['with_arm']} minus {row['without_arm']} median fixed base)",
+    ]
+
+
+def _files(patterns: list[str]) -> list[Path]:
+    """Session files named or matched (a quoted glob, or a folder's *.jsonl), in order, each once."""
+    found: list[Path] = []
+    for pattern in patterns:
+        path = Path(pattern)
+        if path.is_dir():
+            found += sorted(path.rglob("*.jsonl"))
+        elif path.is_file():
+            found.append(path)
+        else:
+            found += [Path(p) for p in sorted(glob.glob(pattern, recursive=True)) if Path(p).is_file()]
+    return list(dict.fromkeys(found))
+
+
+def session(path: Path, window_tokens: int = occ.WINDOW_TOKENS) -> pd.DataFrame:
+    """One session file's occupancy rows (trial id = the file name), as the parse stage would number it.
+
+    Subagent responses inside it are left out (their own window); a subagent's file given alone is shown."""
+    from kit import transcripts
+    from kit.transcripts import sources
+
+    req, res = transcripts.tables([path])
+    req, _ = sources.number(req)
+    if not (~req["sidechain"] & (req["file_role"] == "main")).any():  # a subagent's file alone: its own window
+        req = req.assign(file_role="main", sidechain=False)
+    ident = {"batch": "sessions", "arm": "session", "run": 0, "trial_id": path.name}
+    events = pd.DataFrame(req.attrs.get("events", []), columns=["cycle", "kind"]).assign(trial_id=path.name)
+    events = events.assign(batch="sessions").dropna(subset=["cycle"])
+    return occ.occupancy(req.assign(**ident), res.assign(**ident), events=events, window_tokens=window_tokens)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kit occupancy PATH…``: the block of every session file given; exit 1 if none is read."""
+    ap = argparse.ArgumentParser(prog="python -m kit occupancy", description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="+", help="session files, folders or quoted globs (Claude Code, Codex …)")
+    ap.add_argument("--window-tokens", type=int, default=occ.WINDOW_TOKENS, help="context window (default 200k)")
+    args = ap.parse_args(argv)
+    files = _files(args.paths)
+    if not files:
+        print(f"no session file found at {' '.join(args.paths)}", file=sys.stderr)
+        return 1
+    shown = 0
+    for path in files:
+        try:
+            rows = session(path, args.window_tokens)
+        except (ValueError, OSError) as exc:
+            print(f"{path}: {exc}", file=sys.stderr)
+            continue
+        if rows.empty or (rows["calibration"] == "usage unknown").all():
+            print(f"{path}: no response with known usage", file=sys.stderr)
+            continue
+        print(f"{path}\n{block(rows, args.window_tokens)}\n")
+        shown += 1
+    return 0 if shown else 1
