@@ -34,3 +34,9 @@ def test_ping_command_line():
     )
     assert out.returncode == 0, out.stderr
     assert "reached" in out.stdout and "status: ok" in out.stdout
+
+
+def test_ping_real_without_its_key_is_refused_before_any_request(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ping.PingRefused, match="--endpoint real needs ANTHROPIC_API_KEY in the environment"):
+        ping.ping("sdk-anthropic", endpoint="real")
