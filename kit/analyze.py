@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pandas as pd
 
-from kit import cachemodel, metrics, occupancy, pricing, stats
+from kit import cachemodel, metrics, occupancy, occupancy_block, pricing, stats
 from kit.layout import BatchDir, write_json, write_table
 
 RATIO_METRICS = ["total_tokens", "uncached_input_tokens", "structural_uncached", "cycles", "output_tokens"]
@@ -172,13 +172,18 @@ def analyze_batches(
         "design": design,
         "occupancy": occupancy.summary(per_trial_occupancy),
         "occupancy_trials": per_trial_occupancy,
+        "occupancy_comparison": occupancy_block.comparisons(
+            per_trial_occupancy, baseline, confidence=confidence, n_resamples=n_resamples, seed=seed
+        ),
         "trials": trials,
         "ratios": ratios,
         "arms": metrics.arm_summary(trials, metrics_used, confidence=confidence, seed=seed, n_resamples=n_resamples),
         "headline": metrics.headline(trials, baseline, ratios, confidence=confidence, seed=seed),
         "warmth": warmth,
         "observed": observed(trials, others[0], baseline),
-        "warnings": _warnings(design) + trials.attrs.get("pricing_warnings", []),
+        "warnings": _warnings(design)
+        + trials.attrs.get("pricing_warnings", [])
+        + occupancy_block.warnings(per_trial_occupancy),
         "window_tokens": window_tokens,
     }
     result["savings"] = savings(trials, baseline, others, confidence=confidence, n_resamples=n_resamples, seed=seed)
@@ -191,6 +196,7 @@ def analyze_batches(
     ]
     folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
     tables = ("trials", "ratios", "arms", "headline", "warmth", "observed", "occupancy", "occupancy_trials")
+    tables += ("occupancy_comparison",)
     for name in (*tables, "warmth_invariance", "savings"):
         write_table(folder / f"{name}.csv", result[name])
     write_json(folder / "design.json", {**design, "warnings": result["warnings"], "baseline": baseline})

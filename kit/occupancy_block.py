@@ -90,16 +90,17 @@ def _measure(trials: pd.DataFrame) -> str:
     return f"  measure: {ratio}{bar} · turns {_num(turns)} · compactions {compactions:.0f}"
 
 
-def block(rows: pd.DataFrame, window_tokens: int = occ.WINDOW_TOKENS) -> str:
+def block(rows: pd.DataFrame, window_tokens: int | None = None) -> str:
     """The block of one session, or of an arm's trials (then each figure is the mean over them).
 
     ``rows``: ``kit.occupancy.occupancy`` rows of one trial or of several (one arm). Calibration notes
     (a borrowed or default ratio, a ratio outside the range of dense source) follow as ``! …`` lines.
+    ``window_tokens`` defaults to the one the rows were computed with (final context / its window share).
     """
     per = rows.assign(results=rows["results"].astype("Float64")).groupby("category", sort=False)
     mean = per[["tokens", "chars", "results", "share_of_context", "share_of_window"]].mean()
-    win = _win(window_tokens)
     ctx = mean.loc[occ.CONTEXT]
+    win = _win(window_tokens or round(ctx["tokens"] / ctx["share_of_window"]))
     lines = [
         "Residual context occupancy at end of run:",
         f"{_line(LABELS[occ.CONTEXT], ctx['tokens'])} {ctx['share_of_window']:>7.1%} of {win} window",
@@ -122,7 +123,7 @@ def block(rows: pd.DataFrame, window_tokens: int = occ.WINDOW_TOKENS) -> str:
     return "\n".join(lines)
 
 
-def arms(occupancy_trials: pd.DataFrame, window_tokens: int = occ.WINDOW_TOKENS) -> dict[str, str]:
+def arms(occupancy_trials: pd.DataFrame, window_tokens: int | None = None) -> dict[str, str]:
     """Each arm's block (means over its trials with known usage), by arm name."""
     known = occupancy_trials[occupancy_trials["calibration"] != "usage unknown"]
     return {
@@ -169,12 +170,36 @@ def comparison(
         "confidence": confidence,
         "fixed_overhead_tokens": float(fixed.get(with_arm, np.nan) - fixed.get(without_arm, np.nan)),
     }
-    if len(mine) < 2 or len(theirs) < 2 or not theirs.mean() > 0:
-        return {**row, "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "note": "too few trials to compare"}
-    r = stats.ratio(
-        values, "residual", with_arm, without_arm, confidence=confidence, n_resamples=n_resamples, seed=seed
-    )
-    return {**row, "ratio": r["ratio"], "ci_low": r["ci_low"], "ci_high": r["ci_high"], "note": r.get("note", "")}
+    if not (len(mine) and len(theirs)):
+        return {**row, "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "note": "an arm has no trial to compare"}
+    opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
+    r = stats.ratio(values, "residual", with_arm, without_arm, **opts)
+    return {**row, "ratio": r["estimate"], "ci_low": r["lower"], "ci_high": r["upper"], "note": r.get("note") or ""}
+
+
+def comparisons(
+    occupancy_trials: pd.DataFrame, baseline: str, *, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 0
+) -> pd.DataFrame:
+    """``analysis/occupancy_comparison.csv``: every arm that left explore output resident against ``baseline``."""
+    explore = occupancy_trials[occupancy_trials["category"] == "explore tool"]
+    with_arms = sorted({str(a) for a, t in explore.groupby("arm")["tokens"] if t.mean() > 0} - {baseline})
+    opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
+    rows = [comparison(occupancy_trials, arm, baseline, **opts) for arm in with_arms]
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def warnings(occupancy_trials: pd.DataFrame) -> list[str]:
+    """Per arm, the trials whose chars/token was not measured on their own gaps, or was flagged: said loudly."""
+    trials = occupancy_trials[occupancy_trials["category"] == occ.CONTEXT]
+    flagged = trials[trials["calibration_note"].fillna("").astype(str) != ""]
+    out = []
+    for arm, rows in flagged.groupby(flagged["arm"].astype(str)):
+        hows = ", ".join(f"{n} {how}" for how, n in rows["calibration"].value_counts().items())
+        out.append(
+            f"occupancy of {arm}: {len(rows)} of {(trials['arm'].astype(str) == arm).sum()} trial(s) flagged "
+            f"({hows}): {rows['calibration_note'].iloc[0]} (calibration_note in analysis/occupancy_trials.csv)"
+        )
+    return out
 
 
 def comparison_lines(row: dict) -> list[str]:
@@ -182,6 +207,8 @@ def comparison_lines(row: dict) -> list[str]:
     level = f"{row['confidence']:.0%} CI"
     if np.isnan(row["ratio"]):
         compared = f"({row['note']})"
+    elif np.isnan(row["ci_low"]):
+        compared = f"= {row['ratio']:.2f}x (no interval: {row['note']})"
     else:
         compared = f"= {row['ratio']:.2f}x ({level} {row['ci_low']:.2f}–{row['ci_high']:.2f})"
     return [
@@ -246,3 +273,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path}\n{block(rows, args.window_tokens)}\n")
         shown += 1
     return 0 if shown else 1
+
+
+def for_batch(analysis_dir: Path) -> str:
+    """Every arm's block and each comparison of an analysed batch, from its tables ("" when it has none).
+
+    What the analyze notebook displays and the report quotes: read from ``occupancy_trials.csv`` and
+    ``occupancy_comparison.csv``, so both show the tables' own numbers.
+    """
+    trials_csv, compared_csv = (
+        Path(analysis_dir) / "occupancy_trials.csv",
+        Path(analysis_dir) / "occupancy_comparison.csv",
+    )
+    if not trials_csv.is_file():
+        return ""
+    trials = pd.read_csv(trials_csv, keep_default_na=False, na_values=[""])
+    parts = [f"arm {arm}:\n{text}" for arm, text in arms(trials).items()]
+    if compared_csv.is_file():
+        for row in pd.read_csv(compared_csv, keep_default_na=False, na_values=[""]).to_dict("records"):
+            parts.append("\n".join(comparison_lines(row)))
+    return "\n\n".join(parts)

@@ -21,6 +21,7 @@ from pathlib import Path
 import mistune
 import pandas as pd
 
+from kit import occupancy_block
 from kit.layout import write_text
 from kit.plots import METRIC_LABELS, grade_summary, n_per_arm
 
@@ -425,6 +426,17 @@ def _savings_section(savings: pd.DataFrame | None) -> list[str]:
     return ["## Per-prompt savings", "", intro, "", md_table(pd.DataFrame(rows)), *(["", *notes] if notes else []), ""]
 
 
+def occupancy_section(batch_dir: Path) -> list[str]:
+    """Residual context occupancy as docs/method.md#occupancy prints it: each arm's block, the explore residual
+    against file access with its interval, and the fixed overhead; nothing when the batch compares no explore
+    tool (``analysis/occupancy_comparison.csv`` without a row), where per-answer cost is the question."""
+    compared = Path(batch_dir) / "analysis" / "occupancy_comparison.csv"
+    if not compared.is_file() or pd.read_csv(compared).empty:
+        return []
+    text = occupancy_block.for_batch(Path(batch_dir) / "analysis")
+    return ["## Residual context occupancy", "", "```", text, "```", ""]
+
+
 def _dedupe(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(i for i in items if i))
 
@@ -482,6 +494,7 @@ def write_report(
     lines += ["## Per arm (total tokens)", "", md_table(_headline_table(headline)), ""]
     lines += _savings_section(savings)
     lines += _quality_section(trials, ratios, arms)
+    lines += occupancy_section(batch_dir)
     lines += ["## All comparisons", "", md_table(_ratios_table(ratios)) if not ratios.empty else "_(no rows)_", ""]
     lines += _figure_lines(batch_dir, figures)
     markdown = "\n".join(lines).rstrip() + "\n"
