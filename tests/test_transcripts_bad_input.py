@@ -25,6 +25,7 @@ TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
 ROLLOUT = FIXTURES / "codex-rollout_agent-history_codex_exec_0.135.0.jsonl"
 SESSION = FIXTURES / "claude-session_ccb_harbor_paired.jsonl"
 STREAM = FIXTURES / "claude-streamjson_ccb_harbor_claude-code.txt"
+CODE_MODE = FIXTURES / "codex-rollout_yepanywhere_codemode_0.154.0.jsonl"
 TOKENS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "total_tokens"]
 
 
@@ -186,10 +187,67 @@ def test_missing_file_and_undetectable_file(tmp_path):
     assert junk_issue == {
         "source_path": str(junk),
         "source_line": 0,
-        "reason": "cannot detect the transcript format in the first 50 lines",
+        "reason": "cannot detect the transcript format in the first 50 lines (the first JSON object's keys: hello)",
     }
     with pytest.raises(ValueError, match="unknown transcript format 'nope'"):
         transcripts.read(SESSION, format="nope")
+
+
+def detect_error(path: Path) -> str:
+    with pytest.raises(transcripts.TranscriptError) as info:
+        transcripts.detect(path)
+    return str(info.value)
+
+
+def test_undetectable_files_say_why(tmp_path):
+    """A real session saved as UTF-16 (as a Windows editor or PowerShell redirect does), a text file, a
+    legacy Codex rollout, an empty file: each reason says what the file is, not only that it is unknown."""
+    utf16 = tmp_path / "session.jsonl"
+    utf16.write_bytes(SESSION.read_text().encode("utf-16"))  # with its byte-order mark, FF FE
+    assert detect_error(utf16) == (
+        f"{utf16}:0: cannot detect the transcript format: the file is UTF-16 (byte-order mark FF FE) text; "
+        "transcripts are UTF-8 JSON lines (convert it first)"
+    )
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Run 3 notes\n\ncodex exec finished\n")
+    assert detect_error(notes).startswith(
+        f"{notes}:0: cannot detect the transcript format: no JSON object in it (line 1: invalid JSON"
+    )
+    empty = tmp_path / "killed.jsonl"
+    empty.write_bytes(b"")
+    assert detect_error(empty) == f"{empty}:0: empty file"
+
+
+def test_legacy_codex_rollout_is_named(tmp_path):
+    """Before ``session_meta``, Codex wrote a bare header, ``record_type`` markers and bare response items
+    (no ``payload``, no token usage). Built from the Code Mode rollout's own items, unwrapped."""
+    real = [json.loads(line) for line in CODE_MODE.read_text().splitlines()]
+    items = [line["payload"] for line in real if line["type"] == "response_item"][:4]
+    header = {"id": real[0]["payload"]["id"], "timestamp": real[0]["timestamp"], "instructions": None}
+    path = write(tmp_path / "rollout-legacy.jsonl", [header, {"record_type": "state"}, *items])
+    reason = (
+        "cannot detect the transcript format: a legacy Codex rollout (bare response items, no "
+        "session_meta/event_msg envelope); it records no token usage, so no rows"
+    )
+    assert detect_error(path) == f"{path}:2: {reason}"
+    without_marker = write(tmp_path / "rollout-bare.jsonl", [header, *items])
+    assert detect_error(without_marker) == f"{without_marker}:2: {reason}"
+    df = transcripts.read(tmp_path)
+    assert df.empty and [r["source_line"] for r in df.attrs["issues"]] == [2, 2]
+
+
+def test_statement_of_the_token_source_mix_reaches_parse_issues(tmp_path):
+    """A rollout mixing usage records and token_count-only responses: the parse stage lists it."""
+    raw = CODE_MODE.read_bytes().splitlines(keepends=True)
+    first_record = next(i for i, line in enumerate(raw) if b'"type":"token_usage_record"' in line)
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b"".join(raw[:first_record] + raw[first_record + 1 :]))
+    df = transcripts.read(path)
+    assert len(df) == 7
+    (issue,) = parse._disagreements(df)
+    assert issue["source_line"] == 0 and issue["reason"].startswith(
+        "cross-check responses: rows give 7, the transcript"
+    )
 
 
 def test_strict_raises_with_file_and_line(tmp_path):

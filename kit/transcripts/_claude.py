@@ -33,7 +33,8 @@ class Content(NamedTuple):
 
     ``calls``: (id, name) of each ``tool_use`` block. ``pieces``: (block key, characters) of each block
     that shows the model's own output; the key names the block so that a later line repeating it is not
-    counted twice. ``pieces`` is None where the content is not readable as blocks (its size is unknown).
+    counted twice. ``pieces`` is None where the size is unknown: content not readable as blocks, or a
+    tool call without its input.
     """
 
     calls: list[tuple[object, object]]
@@ -63,17 +64,18 @@ def content_of(blocks: object) -> Content:
         return Content([], [("text", len(blocks), hash(blocks)), len(blocks)])
     if not isinstance(blocks, list):
         return Content([], None)
-    calls, pieces = [], []
+    calls, pieces, known = [], [], True
     for block in blocks:
         if not isinstance(block, dict):
             continue
         kind, ident = block.get("type"), block.get("id")
         if kind == "tool_use":
             calls.append((ident, block.get("name")))
+        known &= kind not in TOOL_BLOCKS or "input" in block  # a call without its input: its size is unknown
         chars = utf8_chars(orjson.dumps(block.get("input"))) if kind in TOOL_BLOCKS else 0
         if (found := piece(kind, ident, block.get("text"), block.get("thinking"), chars)) is not None:
             pieces.append(found)
-    return Content(calls, pieces)
+    return Content(calls, pieces if known else None)
 
 
 @dataclass(slots=True)

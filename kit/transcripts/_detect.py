@@ -1,4 +1,8 @@
-"""Which transcript format a file is, judged from its first readable lines (never the whole file)."""
+"""Which transcript format a file is, judged from its first readable lines (never the whole file).
+
+A file no reader takes gets the reason, not only the verdict: the fix differs (re-encode a UTF-16
+file, skip a legacy Codex rollout that holds no usage, look at what the file is), docs/method.md#transcripts.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,15 @@ from kit.transcripts._base import Issues, TranscriptError, json_lines, text
 SCAN_LINES = 50
 _ROLLOUT = {"session_meta", "response_item", "event_msg", "turn_context", "token_usage_record", "compacted"}
 _STREAM = {"system", "assistant", "user", "result", "stream_event"}
+# Response items a legacy rollout (Codex CLI of mid 2025) wrote bare, without the ``payload`` envelope.
+_BARE_ITEMS = {"message", "reasoning", "function_call", "function_call_output", "local_shell_call"}
+_WIDE_BOMS = {
+    b"\xff\xfe\x00\x00": "UTF-32 (byte-order mark FF FE 00 00)",
+    b"\x00\x00\xfe\xff": "UTF-32 (byte-order mark 00 00 FE FF)",
+    b"\xff\xfe": "UTF-16 (byte-order mark FF FE)",
+    b"\xfe\xff": "UTF-16 (byte-order mark FE FF)",
+}
+CANNOT = "cannot detect the transcript format"
 
 
 def _judge(line: dict) -> str | None:
@@ -28,18 +41,40 @@ def _judge(line: dict) -> str | None:
     return None
 
 
+def _legacy_rollout(line: dict) -> bool:
+    """A line only a legacy Codex rollout writes: its ``record_type`` marker or a bare response item."""
+    return "record_type" in line or (text(line.get("type")) in _BARE_ITEMS and "payload" not in line)
+
+
 def detect(path: str | Path) -> str:
-    """The format name of ``path``; raises ``TranscriptError`` (``file:line: reason``) when it cannot tell."""
+    """The format name of ``path``; raises ``TranscriptError`` (``file:line: reason``, why) when it cannot tell."""
     path = Path(path)
     quiet = Issues()
+    first: dict | None = None
     try:
-        for count, (_, line) in enumerate(json_lines(path, quiet), start=1):
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+        for bom, encoding in _WIDE_BOMS.items():
+            if head.startswith(bom):
+                reason = f"{CANNOT}: the file is {encoding} text; transcripts are UTF-8 JSON lines (convert it first)"
+                raise TranscriptError(path, 0, reason)
+        for count, (number, line) in enumerate(json_lines(path, quiet), start=1):
             found = _judge(line)
             if found is not None:
                 return found
+            if _legacy_rollout(line):
+                reason = "a legacy Codex rollout (bare response items, no session_meta/event_msg envelope)"
+                raise TranscriptError(path, number, f"{CANNOT}: {reason}; it records no token usage, so no rows")
+            first = first or line
             if count >= SCAN_LINES:
                 break
     except OSError as exc:
         raise TranscriptError(path, 0, f"cannot read: {exc}") from exc
-    reason = quiet.items[0]["reason"] if quiet.items and quiet.items[0]["reason"] == "empty file" else None
-    raise TranscriptError(path, 0, reason or f"cannot detect the transcript format in the first {SCAN_LINES} lines")
+    if first is None:
+        if quiet.items and quiet.items[0]["reason"] == "empty file":
+            raise TranscriptError(path, 0, "empty file")
+        bad = quiet.items[0]  # not empty and no object: its lines were reported
+        why = bad["reason"].removesuffix("; line skipped")
+        raise TranscriptError(path, 0, f"{CANNOT}: no JSON object in it (line {bad['source_line']}: {why})")
+    keys = ", ".join(list(first)[:8]) or "none"
+    raise TranscriptError(path, 0, f"{CANNOT} in the first {SCAN_LINES} lines (the first JSON object's keys: {keys})")

@@ -80,7 +80,7 @@ class _Block(msgspec.Struct, gc=False):
     name: Any = None
     text: Any = None
     thinking: Any = None
-    input: msgspec.Raw = msgspec.Raw(b"null")
+    input: msgspec.Raw = msgspec.Raw(b"")  # empty where the block has no input: its size is unknown
 
 
 RENAME = {
@@ -215,15 +215,16 @@ def _content(raw: msgspec.Raw) -> Content:
         return content_of(msgspec.json.decode(raw))
     if not isinstance(blocks, list):
         return content_of(blocks)
-    calls, pieces = [], []
+    calls, pieces, known = [], [], True
     for block in blocks:
         kind = block.type
         if kind == "tool_use":
             calls.append((block.id, block.name))
         chars = utf8_chars(bytes(block.input)) if kind in TOOL_BLOCKS else 0
+        known &= kind not in TOOL_BLOCKS or chars > 0
         if (found := piece(kind, block.id, block.text, block.thinking, chars)) is not None:
             pieces.append(found)
-    return Content(calls, pieces)
+    return Content(calls, pieces if known else None)
 
 
 def _prompt(line: _Line) -> bool:

@@ -7,6 +7,10 @@ differenced: each row is one turn's own tokens. The same cumulative figure seen 
 twice, overlapping captures) is one turn, never two. The earliest turn read is taken to start the
 thread: a resumed run's stdout read without its predecessors would count the earlier turns in it.
 ``cycle`` is left NA (rows are turns); ``turn`` is the 1-based turn of the thread.
+
+``output_chars`` of a turn: its agent messages, reasoning text and MCP call arguments (compact JSON).
+Commands, file changes, searches and to-do lists are given as what ran, not as the arguments the model
+sent, so a turn with any of them has ``output_chars`` NA (docs/method.md#transcripts).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import orjson
 
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, Parsed, as_dict, json_lines, text
@@ -24,6 +30,7 @@ BACKEND = "codex"
 KNOWN = {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started", "item.updated"}
 KNOWN |= {"item.completed", "error"}
 CALL_ITEMS = {"command_execution", "mcp_tool_call", "file_change", "web_search"}
+WRITTEN = {"agent_message": "text", "reasoning": "text"}  # items whose text the model wrote
 FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens", "reasoning_output_tokens")
 
 
@@ -34,6 +41,7 @@ class _Turn:
     line: int
     usage: dict
     tool_calls: int
+    output_chars: int | None
     tools: list[dict] = field(default_factory=list)
 
     def key(self) -> tuple[int, ...]:
@@ -64,20 +72,22 @@ def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
 def _read_file(path: Path, issues: Issues, out: Parsed) -> list[_Turn]:
     thread = f"(no thread.started in {path})"
     turns: list[_Turn] = []
-    calls, tools = 0, []
+    calls, chars, tools = 0, 0, []
     for number, line in json_lines(path, issues):
         kind = text(line.get("type"))
         if kind == "thread.started":
             thread = str(line.get("thread_id"))
         elif kind == "turn.started":
-            calls, tools = 0, []
+            calls, chars, tools = 0, 0, []
         elif kind == "item.completed":
             item = as_dict(line.get("item"))
             calls += text(item.get("type")) in CALL_ITEMS
+            more = _written(item)
+            chars = None if chars is None or more is None else chars + more
             tools += _tool_result(item)
         elif kind == "turn.completed":
-            turns.append(_Turn(thread, path, number, as_dict(line.get("usage")), calls, tools))
-            calls, tools = 0, []
+            turns.append(_Turn(thread, path, number, as_dict(line.get("usage")), calls, chars, tools))
+            calls, chars, tools = 0, 0, []
         elif kind in ("turn.failed", "error"):
             detail = {"message": str(line.get("message") or as_dict(line.get("error")).get("message"))[:500]}
             out.attrs["events"].append(
@@ -87,6 +97,17 @@ def _read_file(path: Path, issues: Issues, out: Parsed) -> list[_Turn]:
         elif kind not in KNOWN:
             issues.unknown_type(path, number, kind)
     return turns
+
+
+def _written(item: dict) -> int | None:
+    """Characters the model wrote in a completed item; None where the item does not show them as sent."""
+    kind = item.get("type")
+    if kind in WRITTEN:
+        value = item.get(WRITTEN[kind])
+        return len(value) if isinstance(value, str) else None
+    if kind == "mcp_tool_call":
+        return len(orjson.dumps(item.get("arguments")).decode())
+    return 0 if kind == "error" else None
 
 
 def _tool_result(item: dict) -> list[dict]:
@@ -118,6 +139,7 @@ def _difference(turns: list[_Turn], issues: Issues, out: Parsed) -> None:
                 "source_line": turn.line,
                 **usage,
                 "tool_calls": turn.tool_calls,
+                "output_chars": turn.output_chars,
             }
         )
         out.tools += turn.tools

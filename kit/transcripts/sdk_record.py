@@ -4,6 +4,7 @@ Each line holds an API response body as the client received it, so its usage fol
 convention: Responses and Chat Completions count cached and written tokens inside the input,
 Messages adds them on top. ``api`` on the line says which, and picks the mapping in ``_usage``.
 A response body holds no tool results (those travel in the next request): the provider log has them.
+It does hold what the model wrote, so ``output_chars`` is counted from it (``output_chars``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, Parsed, as_dict, as_list, file_summary, int_or_none, json_lines, text
+from kit.transcripts._claude import content_of
 
 FORMAT = "sdk_record"
 BACKEND = "sdk"
@@ -31,6 +33,49 @@ def tool_calls(api: str, response: dict) -> int:
         choices = as_list(response.get("choices")) or [{}]
         return len(as_list(as_dict(as_dict(choices[0]).get("message")).get("tool_calls")))
     return sum(as_dict(b).get("type") in ("tool_use", "server_tool_use") for b in as_list(response.get("content")))
+
+
+def _texts(parts: object) -> int:
+    """Characters of the ``text`` of each part (a list of parts; absent is none)."""
+    return sum(len(t) for p in as_list(parts) if isinstance(t := as_dict(p).get("text"), str))
+
+
+def _string(value: object) -> int | None:
+    return len(value) if isinstance(value, str) else None
+
+
+def _responses_item(item: dict) -> int | None:
+    """Characters of one Responses output item; None for a hosted tool's call, given as its action only."""
+    kind = item.get("type")
+    if kind == "message":  # an output_text part has ``text``, a refusal its ``refusal``
+        parts = [as_dict(p) for p in as_list(item.get("content"))]
+        return sum(len(v) for p in parts for k in ("text", "refusal") if isinstance(v := p.get(k), str))
+    if kind == "reasoning":
+        return _texts(item.get("summary")) + _texts(item.get("content"))
+    if kind == "function_call":
+        return _string(item.get("arguments"))
+    if kind == "custom_tool_call":
+        return _string(item.get("input"))
+    return None
+
+
+def output_chars(api: str, response: dict) -> int | None:
+    """Characters the model wrote in a response body: text, visible reasoning, tool-call arguments as sent
+    (Messages: the input's compact JSON); None where a part of it is not shown as text."""
+    if api == "responses":
+        sizes = [_responses_item(as_dict(i)) for i in as_list(response.get("output"))]
+        return None if None in sizes else sum(sizes)
+    if api == "chat":
+        choices = as_list(response.get("choices")) or [{}]
+        message = as_dict(as_dict(choices[0]).get("message"))
+        content = message.get("content")
+        chars = len(content) if isinstance(content, str) else _texts(content)
+        chars += sum(_string(message.get(k)) or 0 for k in ("refusal", "reasoning_content"))
+        calls = [as_dict(as_dict(c).get("function")) for c in as_list(message.get("tool_calls"))]
+        arguments = [_string(f.get("arguments")) for f in calls]
+        return None if None in arguments else chars + sum(arguments)
+    pieces = content_of(response.get("content")).pieces
+    return None if pieces is None else sum(chars for _, chars in pieces)
 
 
 def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
@@ -61,6 +106,7 @@ def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
                     "source_line": number,
                     **usage,
                     "tool_calls": tool_calls(api, response),
+                    "output_chars": output_chars(api, response),
                     "started_at": line.get("started_at"),
                     "wall_s": wall if isinstance(wall, int | float) else None,
                 }
