@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kit import analyze, metrics, occupancy, parse, schema
+from kit import analyze, metrics, occupancy, occupancy_block, parse, schema
 from kit.transcripts._tools import CATEGORIES
 
 
@@ -420,13 +420,41 @@ TABLES: tuple[Table, ...] = (
             "results": ("tool results of the category", "count"),
             "contributed_tokens": ("tokens the category's results added, resident or not", "tokens"),
             "chars_per_token": ("the trial's calibrated ratio (docs/method.md#calibration)", "characters per token"),
-            "calibration": ("how the ratio was found: `measured`, `pooled`, `fallback`, `usage unknown`", "text"),
-            "rel_err": ("median relative error on single-result gaps", "fraction"),
-            "requests": ("requests of the trial", "count"),
-            "compactions": ("compact boundaries seen (docs/method.md#compaction)", "count"),
+            "calibration": (
+                "how the ratio was found: `measured` (its own >= 80% tool-result gaps), `arm` (its arm's measured "
+                "trials), `default` (3 chars/token), `none` (no tool result), `usage unknown`",
+                "text",
+            ),
+            "calibration_note": ("why the ratio is borrowed, assumed or out of the 2–4 range; empty if not", "text"),
+            "rel_err": ("median relative error of >= 95% one-result gaps priced at the trial's ratio", "fraction"),
+            "requests": ("requests of the trial (the block's turns)", "count"),
+            "compactions": ("compaction events seen (docs/method.md#compaction)", "count"),
             "evicted_tokens": ("tokens shed by micro-compaction", "tokens"),
             "sessions": ("sessions the trial's window started over in (a fresh session clears it)", "count"),
             "output_measure": ("how the responses' own output was known: `chars`, `tokens` or `mixed`", "text"),
+        },
+    ),
+    _table(
+        "analysis/occupancy_comparison.csv",
+        "analyze (`kit.occupancy_block.comparisons`)",
+        "Each arm's explore residual against the baseline's file-access residual, and the fixed overhead.",
+        "occupancy",
+        occupancy_block.COMPARISON_COLUMNS,
+        {
+            "with_arm": ("the arm that left explore output resident", "id"),
+            "without_arm": ("the baseline", "id"),
+            "with_category": ("the with-arm's category compared", "text"),
+            "without_category": ("the baseline's category compared", "text"),
+            "with_tokens": ("mean resident tokens of `with_category` in the with-arm", "tokens"),
+            "without_tokens": ("mean resident tokens of `without_category` in the baseline", "tokens"),
+            "ratio": ("with_tokens / without_tokens (`kit.stats.ratio`)", "ratio"),
+            "ci_low": ("lower bound of the interval", "ratio"),
+            "ci_high": ("upper bound of the interval", "ratio"),
+            "confidence": ("interval level", "fraction 0–1"),
+            "n_with": ("trials of the with-arm", "count"),
+            "n_without": ("trials of the baseline", "count"),
+            "fixed_overhead_tokens": ("median fixed base of the with-arm minus the baseline's", "tokens"),
+            "note": ("why there is no ratio or interval, if so", "text"),
         },
     ),
     _table(
