@@ -146,9 +146,10 @@ def defaults(stage: str) -> dict[str, Any]:
 
 
 def _stages(stages: Sequence[str]) -> tuple[str, ...]:
-    for stage in stages:
-        if stage not in STAGES:
-            raise ParamError("--stages", f"unknown stage {stage!r}{kit_params.did_you_mean(stage, STAGES)}", STAGES)
+    unknown = [stage for stage in stages if stage not in STAGES]
+    if unknown:
+        problem = f"unknown stage {unknown[0]!r}{kit_params.did_you_mean(unknown[0], STAGES)}"
+        raise ParamError("--stages", problem, STAGES)
     if not stages:
         raise ParamError("--stages", "empty", f"a comma-separated subset of {','.join(STAGES)}")
     return tuple(stages)
@@ -157,8 +158,9 @@ def _stages(stages: Sequence[str]) -> tuple[str, ...]:
 def _check_names(params: dict[str, Any]) -> None:
     """Refuse a name no stage declares (a typo would otherwise run the default silently)."""
     known = sorted({p.name for stage in STAGES for p in kit_params.NOTEBOOKS[stage]})
-    for name in sorted(set(params) - set(known)):
-        raise ParamError(name, f"unknown parameter{kit_params.did_you_mean(name, known)}", known)
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ParamError(unknown[0], f"unknown parameter{kit_params.did_you_mean(unknown[0], known)}", known)
 
 
 def _kernel_path(path: Path) -> str:
