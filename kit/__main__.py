@@ -88,6 +88,12 @@ def _occupancy(argv: list[str]) -> int:
     return occupancy_block.main(argv)
 
 
+def _history(argv: list[str]) -> int:
+    from kit import history
+
+    return history.main(argv)
+
+
 def _snapshot(argv: list[str]) -> int:
     from kit import snapshot
 
@@ -103,6 +109,7 @@ COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     ),
     "parse": (_parse, "any agent transcript -> canonical request rows (one per model response)"),
     "occupancy": (_occupancy, "residual context occupancy of session files, as docs/method.md#occupancy prints it"),
+    "history": (_history, "your own Claude Code and Codex sessions: usage views, cost, occupancy, cache, before/after"),
     "ping": (_ping, "one short request through a backend's whole path"),
     "snapshot": (_snapshot, "recount a published three-arm snapshot (results.json) with a bootstrap interval"),
 }

@@ -325,6 +325,10 @@ class _Take:
     segment: str
     rows: tuple[int, int]
     keep: np.ndarray | None = None  # boolean mask over the slice; None keeps all
+    path: str | None = None  # the file, where known (a tool row's own columns do not say)
+
+    def __len__(self) -> int:
+        return int(self.keep.sum()) if self.keep is not None else self.rows[1] - self.rows[0]
 
 
 def _stub(piece: Piece, seg: Segment) -> Parsed:
@@ -422,21 +426,22 @@ def _assemble(
             take, kept_tools = _kept(piece, stub, segments[piece.segment])
             takes[str(path)] = take
             if tools:
-                tool_takes += _tool_takes(piece, kept_tools)
+                tool_takes.append(_tool_take(piece, kept_tools, str(path)))
             _extend_attrs(group_out, stub.attrs if stub is not None else piece.attrs)
         _extend_attrs(out, group_out.attrs)
     ordered = [takes[p] for p in sorted(takes, key=order.__getitem__)]
     requests = _concat(_slices(ordered, segments, "requests"), schema.requests_frame)
     tool_frame = _concat(_slices(tool_takes, segments, "tools"), _tool_frame)
-    return requests, tool_frame, out.attrs
+    paths = pd.array(np.repeat(np.array([t.path for t in tool_takes], dtype=object), [len(t) for t in tool_takes]))
+    return requests, tool_frame.assign(source_path=pd.Series(paths, dtype="string")), out.attrs
 
 
-def _tool_takes(piece: Piece, kept: list[int] | None) -> list[_Take]:
-    take = _Take(piece.segment, piece.tool_rows)
+def _tool_take(piece: Piece, kept: list[int] | None, path: str) -> _Take:
+    take = _Take(piece.segment, piece.tool_rows, path=path)
     if kept is not None:
         take.keep = np.zeros(piece.tool_rows[1] - piece.tool_rows[0], dtype=bool)
         take.keep[kept] = True
-    return [take]
+    return take
 
 
 # --- the entry point ---------------------------------------------------------------------------------------
@@ -453,9 +458,13 @@ def _check_folder(folder: Path | None, files: Sequence[Path]) -> None:
 
 
 def tables(
-    files: Sequence[Path], format: str, strict: bool, tools: bool, cache: str | Path | None
+    files: Sequence[Path], format: str, strict: bool, tools: bool, cache: str | Path | None, tool_paths: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``kit.transcripts.tables`` through the cache (``cache`` None: the parallel read alone, nothing kept)."""
+    """``kit.transcripts.tables`` through the cache (``cache`` None: the parallel read alone, nothing kept).
+
+    ``tool_paths`` adds each tool result's ``source_path`` (NA for Codex exec JSON, read across files),
+    which the canonical table leaves out: a history's sessions need their own tool results.
+    """
     from kit import transcripts
 
     _check_folder(cache, files)
@@ -487,6 +496,8 @@ def tables(
         st.memo = (signature, requests, tool_frame, attrs, issues.items[before:])
     attrs = {**attrs, "issues": issues.items}
     requests, tool_frame = requests.copy(deep=False), tool_frame.copy(deep=False)  # copy-on-write (pandas 3)
+    if not tool_paths:
+        tool_frame = tool_frame.drop(columns="source_path")
     requests.attrs = {k: Shared(v) for k, v in attrs.items()}
     tool_frame.attrs = {"issues": Shared(issues.items)}
     return requests, tool_frame
