@@ -117,7 +117,8 @@ COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
 
 def parser() -> argparse.ArgumentParser:
     """The top level: which command, and the list of commands for ``--help``."""
-    listing = "\n".join(f"  {name:<9} {summary}" for name, (_, summary) in COMMANDS.items())
+    width = max(map(len, COMMANDS))
+    listing = "\n".join(f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items())
     ap = argparse.ArgumentParser(
         prog="python -m kit",
         description="Measure the token cost of LLM agent configurations (see README.md).",
