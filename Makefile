@@ -70,7 +70,8 @@ examples: install
 	$(BIN)/python -m kit.explore lean outputs/examples
 	@du -sh outputs/examples
 
-# The peers of bench/parse.py, pinned, into a git-ignored folder of their own (its package.json keeps npm from
+# bench/parse.py (parse speed: cold, warm cache, 1% grown) against its peers, pinned, installed first into a
+# git-ignored folder of their own (its package.json keeps npm from
 # using the one in .tools/): ccusage's native binary (`ccusage session`, `ccusage codex session`) and the last
 # working release of @ccusage/codex (19.0.0 is a stub that says "use npx ccusage").
 CCUSAGE_VERSION ?= 20.0.24
@@ -82,6 +83,7 @@ bench-peers:
 	cd $(TOOLS)/bench-peers && npm install --save-exact --no-audit --no-fund --loglevel=error \
 		ccusage@$(CCUSAGE_VERSION) @ccusage/ccusage-linux-x64@$(CCUSAGE_VERSION) @ccusage/codex@$(CCUSAGE_CODEX_VERSION)
 	chmod +x $(TOOLS)/bench-peers/node_modules/@ccusage/ccusage-linux-x64/bin/ccusage
+	nice $(BIN)/python bench/parse.py
 
 clean-outputs:
 	find outputs -mindepth 1 -maxdepth 1 ! -name examples -exec rm -rf {} +

@@ -121,3 +121,17 @@ def test_never_writes_into_the_transcript_folder(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="inside the transcript folder"):
         transcripts.read(folder, cache=folder / ".cache")
     assert not (folder / ".cache").exists()
+
+
+def test_segments_merged_when_many(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "MAX_SEGMENTS", 1)
+    folder, store = history(tmp_path), tmp_path / "cache"
+    transcripts.tables(folder, cache=store)
+    shutil.copy(FIXTURES / SESSION, folder / "again.jsonl")  # a second pass: two segments, merged into one
+    with open(folder / "again.jsonl", "ab") as handle:
+        handle.write(b"\n")
+    want = cold(folder)
+    same(transcripts.tables(folder, cache=store), want)
+    assert len({p.name.split(".")[0] for p in store.glob("seg-*")}) == 1
+    cache._STORES.clear()
+    same(transcripts.tables(folder, cache=store), want)

@@ -141,17 +141,23 @@ def _parse(paths: Paths, format: str, strict: bool, tools: bool) -> Parsed:
 
 
 def _groups(
-    files: list[Path], format: str, issues: Issues, known: Callable[[Path], str] = detect
+    files: list[Path],
+    format: str,
+    issues: Issues,
+    known: Callable[[Path], str] = detect,
+    head: Callable[[Path], str] | None = None,
 ) -> tuple[dict[str, list[Path]], dict[str, int]]:
     """The files to read by format (``known`` tells a file's format: ``detect``, or the parse cache's record),
-    skipping a file whose content was already given (reported), and each file's place in the row order."""
+    skipping a file whose content was already given (reported), and each file's place in the row order.
+    ``head``: the hash of a file's first block (``_head``; the parse cache remembers it per unchanged file)."""
     groups: dict[str, list[Path]] = {}
     order: dict[str, int] = {}
     digests: dict[object, Path] = {}
-    shared = _shared(files)
+    head = head or _head
+    shared = _shared(files, head)
     for path in files:
         try:
-            digest = _digest(path, shared)
+            digest = _digest(path, shared, head)
             if digest in digests:
                 issues.add(path, 0, f"duplicate of {digests[digest]} (same content); counted once")
                 continue
@@ -172,7 +178,7 @@ def _groups(
 FIRST_BLOCK = 1 << 16
 
 
-def _shared(files: list[Path]) -> set[object]:
+def _shared(files: list[Path], head: Callable[[Path], str]) -> set[object]:
     """The sizes, and (size, first-block hash) pairs, that more than one file has: only such files can be copies.
 
     Hashing every file would read a whole corpus once more before parsing it; most files differ in size,
@@ -188,7 +194,7 @@ def _shared(files: list[Path]) -> set[object]:
     for path, size in sized:
         if size in shared:
             with suppress(OSError):
-                key = (size, _head(path))
+                key = (size, head(path))
                 (shared if key in heads else heads).add(key)
     return shared
 
@@ -198,7 +204,7 @@ def _head(path: Path) -> str:
         return hashlib.sha256(handle.read(FIRST_BLOCK)).hexdigest()
 
 
-def _digest(path: Path, shared: set[object]) -> object:
+def _digest(path: Path, shared: set[object], head: Callable[[Path], str]) -> object:
     """What identifies the file's content, for spotting the same transcript given twice; None if empty.
 
     The size where no other file has it, else the hash of the first block where no other file of that
@@ -209,9 +215,8 @@ def _digest(path: Path, shared: set[object]) -> object:
         return None
     if size not in shared:
         return ("size", size)
+    first = head(path)
+    if (size, first) not in shared:
+        return ("head", size, first)
     with open(path, "rb") as handle:
-        head = hashlib.sha256(handle.read(FIRST_BLOCK)).hexdigest()
-        if (size, head) not in shared:
-            return ("head", size, head)
-        handle.seek(0)
         return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -22,6 +22,7 @@ modified, docs/design.md).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import multiprocessing
 import os
@@ -108,6 +109,13 @@ class Segment:
 
     requests: pd.DataFrame
     tools: pd.DataFrame
+    _cycles: list | None = None
+
+    def cycles(self, rows: tuple[int, int]) -> list:
+        """The ``cycle`` of the requests ``rows`` (a piece's), as plain ints; the column is taken out once."""
+        if self._cycles is None:
+            self._cycles = self.requests["cycle"].to_numpy(dtype=object, na_value=None).tolist()
+        return self._cycles[rows[0] : rows[1]]
 
 
 @dataclass
@@ -118,6 +126,7 @@ class Store:
     pieces: dict[str, Piece] = field(default_factory=dict)
     segments: dict[str, Segment] = field(default_factory=dict)
     memo: tuple | None = None  # (signature, requests, tools, attrs, issues) of the last call
+    heads: dict[tuple[str, Key], str] = field(default_factory=dict)  # first-block hashes, for the copy check
 
     def load(self) -> None:
         """Read the index and its segments; an unreadable or outdated cache is ignored (read again, rewritten)."""
@@ -126,12 +135,17 @@ class Store:
                 index = pickle.load(handle)
             if index.get("version") != VERSION:
                 return
-            pieces = index["pieces"]
-            names = {p.segment for p in pieces.values()}
-            segments = {name: self._read_segment(name) for name in names}
+            live: dict[str, str] = index["live"]
+            segments = {name: self._read_segment(name) for name in set(live.values())}
+            kept = {name: self._read_pieces(name) for name in segments}
+            pieces = {path: kept[name][path] for path, name in live.items()}
         except Exception:  # any damage to a cache means reading the files again, never failing
             return
         self.pieces, self.segments = pieces, segments
+
+    def _read_pieces(self, name: str) -> dict[str, Piece]:
+        with open(self.folder / f"{name}.pieces.pkl", "rb") as handle:
+            return pickle.load(handle)
 
     def _read_segment(self, name: str) -> Segment:
         return Segment(
@@ -159,10 +173,10 @@ class Store:
 
     def _compact(self) -> None:
         """One segment for all live pieces, so that many small passes do not leave many small files."""
-        merged, name = self.merged(list(self.pieces)), _name()
-        self.segments = {name: merged}
+        name = _name()
+        self.segments = {name: self.merged(list(self.pieces), name)}
 
-    def merged(self, paths: list[str]) -> Segment:
+    def merged(self, paths: list[str], name: str) -> Segment:
         """A segment of the pieces of ``paths``, whose places are rewritten to point into it."""
         req, tools, at, tool_at = [], [], 0, 0
         for path in paths:
@@ -171,26 +185,33 @@ class Store:
             tools.append(seg.tools.iloc[slice(*piece.tool_rows)])
             n, m = piece.rows[1] - piece.rows[0], piece.tool_rows[1] - piece.tool_rows[0]
             piece.rows, piece.tool_rows, at, tool_at = (at, at + n), (tool_at, tool_at + m), at + n, tool_at + m
-        name = _name()
         for piece in self.pieces.values():
             piece.segment = name
         return Segment(_concat(req, schema.requests_frame), _concat(tools, _tool_frame))
 
     def save(self) -> None:
-        """Write new segments and the index (atomically); remove segment files no longer listed."""
+        """Write new segments (rows, and their pieces once) and the index of live pieces, atomically; remove the
+        files of segments no longer listed. The index names only each file's segment: rewriting every
+        piece on every pass would cost more than reading the files that changed."""
         if self.folder is None:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         for name, seg in self.segments.items():
+            if (self.folder / f"{name}.pieces.pkl").exists():
+                continue
             for part, frame in (("requests", seg.requests), ("tools", seg.tools)):
-                target = self.folder / f"{name}.{part}.parquet"
-                if not target.exists():
-                    _atomic(target, lambda tmp, frame=frame: frame.to_parquet(tmp, index=False))
-        index = {"version": VERSION, "pieces": self.pieces}
-        _atomic(self.folder / INDEX, lambda tmp: tmp.write_bytes(pickle.dumps(index, pickle.HIGHEST_PROTOCOL)))
-        for stale in self.folder.glob("*.parquet"):
+                _atomic(self.folder / f"{name}.{part}.parquet", lambda tmp, f=frame: f.to_parquet(tmp, index=False))
+            own = {path: piece for path, piece in self.pieces.items() if piece.segment == name}
+            _atomic(self.folder / f"{name}.pieces.pkl", lambda tmp, own=own: _pickle(tmp, own))
+        index = {"version": VERSION, "live": {path: piece.segment for path, piece in self.pieces.items()}}
+        _atomic(self.folder / INDEX, lambda tmp: _pickle(tmp, index))
+        for stale in self.folder.glob("seg-*"):
             if stale.name.split(".")[0] not in self.segments:
                 stale.unlink(missing_ok=True)
+
+
+def _pickle(path: Path, value: object) -> None:
+    path.write_bytes(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
 
 
 def _name() -> str:
@@ -205,7 +226,14 @@ def _atomic(target: Path, write: Callable[[Path], object]) -> None:
 
 
 def _tool_frame(rows: list[dict]) -> pd.DataFrame:
+    if not rows:  # ``read`` keeps no tool rows: the empty frame is made once (a frame costs ~10 ms)
+        return _empty_tools().copy(deep=False)
     return schema.frame(rows, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
+
+
+@functools.cache
+def _empty_tools() -> pd.DataFrame:
+    return schema.frame([], schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
 
 
 def _concat(frames: list[pd.DataFrame], empty: Callable[[list[dict]], pd.DataFrame]) -> pd.DataFrame:
@@ -334,7 +362,7 @@ class _Take:
 def _stub(piece: Piece, seg: Segment) -> Parsed:
     """A stand-in Parsed for claude_session's functions across files: rows hold only the cycle, tools their
     index, attrs a copy (those functions filter rows and tools and update the file's summary in place)."""
-    cycles = seg.requests["cycle"].array[slice(*piece.rows)].tolist()
+    cycles = seg.cycles(piece.rows)
     attrs = {k: list(v) for k, v in piece.attrs.items()}
     attrs["files"] = [dict(f) for f in attrs["files"]]
     return Parsed(rows=[{"cycle": c} for c in cycles], tools=list(range(len(piece.ids.callers))), attrs=attrs)
@@ -357,30 +385,30 @@ def _kept(piece: Piece, stub: Parsed | None, seg: Segment) -> tuple[_Take, list[
     take = _Take(piece.segment, piece.rows)
     if stub is None or len(stub.rows) == piece.rows[1] - piece.rows[0]:
         return take, None
-    cycles = seg.requests["cycle"].array[slice(*piece.rows)]
-    take.keep = np.isin(np.asarray(cycles, dtype=np.int64), [r["cycle"] for r in stub.rows])
+    take.keep = np.isin(np.asarray(seg.cycles(piece.rows), dtype=np.int64), [r["cycle"] for r in stub.rows])
     return take, stub.tools
 
 
-def _slices(takes: list[_Take], segments: dict[str, Segment], part: str) -> list[pd.DataFrame]:
-    """The frames of ``takes`` in order, adjacent whole slices of one segment taken as one."""
-    frames, run = [], None
-    for take in takes:
-        frame = getattr(segments[take.segment], part)
-        if take.keep is not None:
-            if run:
-                frames.append(getattr(segments[run[0]], part).iloc[run[1] : run[2]])
-                run = None
-            frames.append(frame.iloc[take.rows[0] : take.rows[1]][take.keep])
-        elif run and run[0] == take.segment and run[2] == take.rows[0]:
-            run[2] = take.rows[1]
-        else:
-            if run:
-                frames.append(getattr(segments[run[0]], part).iloc[run[1] : run[2]])
-            run = [take.segment, *take.rows]
-    if run:
-        frames.append(getattr(segments[run[0]], part).iloc[run[1] : run[2]])
-    return frames
+def _gather(takes: list[_Take], segments: dict[str, Segment], part: str, empty: Callable) -> pd.DataFrame:
+    """The rows of ``takes`` in order, as one frame: the segments used end to end, then one ``take``.
+
+    Slicing a frame per file costs a millisecond or more each (every column is sliced); positions into
+    a few segments cost one gather. The common case, one segment taken whole in order, is returned as is.
+    """
+    used = list(dict.fromkeys(t.segment for t in takes))
+    frames = [getattr(segments[name], part) for name in used]
+    start = dict(zip(used, np.cumsum([0, *map(len, frames)]).tolist(), strict=False))
+    positions = [
+        np.arange(t.rows[0], t.rows[1])[t.keep] + start[t.segment]
+        if t.keep is not None
+        else np.arange(t.rows[0] + start[t.segment], t.rows[1] + start[t.segment])
+        for t in takes
+    ]
+    where = np.concatenate(positions) if positions else np.array([], dtype=np.int64)
+    whole = _concat(frames, empty)
+    if len(where) == len(whole) and (len(where) == 0 or (where == np.arange(len(where))).all()):
+        return whole
+    return whole.take(where).reset_index(drop=True)
 
 
 def _extend_attrs(out: Parsed, attrs: dict[str, list]) -> None:
@@ -430,8 +458,8 @@ def _assemble(
             _extend_attrs(group_out, stub.attrs if stub is not None else piece.attrs)
         _extend_attrs(out, group_out.attrs)
     ordered = [takes[p] for p in sorted(takes, key=order.__getitem__)]
-    requests = _concat(_slices(ordered, segments, "requests"), schema.requests_frame)
-    tool_frame = _concat(_slices(tool_takes, segments, "tools"), _tool_frame)
+    requests = _gather(ordered, segments, "requests", schema.requests_frame)
+    tool_frame = _gather(tool_takes, segments, "tools", _tool_frame)
     paths = pd.array(np.repeat(np.array([t.path for t in tool_takes], dtype=object), [len(t) for t in tool_takes]))
     return requests, tool_frame.assign(source_path=pd.Series(paths, dtype="string")), out.attrs
 
@@ -479,7 +507,15 @@ def tables(
         piece = st.fresh(path, keys[str(path)], None, tools) if str(path) in keys else None
         return piece.format if piece is not None else transcripts.detect(path)
 
-    groups, order = transcripts._groups(files, format, issues, known)
+    def head(path: Path) -> str:
+        key = keys.get(str(path))
+        if key is None:
+            return transcripts._head(path)
+        if (str(path), key) not in st.heads:
+            st.heads[str(path), key] = transcripts._head(path)
+        return st.heads[str(path), key]
+
+    groups, order = transcripts._groups(files, format, issues, known, head)
     cached = [p for fmt, group in groups.items() if fmt not in UNCACHED for p in group]
     signature = (tuple((str(p), keys[str(p)]) for p in cached), tuple(groups), tools, not set(groups) & UNCACHED)
     if st.memo is not None and st.memo[0] == signature and signature[-1]:
