@@ -28,6 +28,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 
 from kit.layout import atomic_write
 from kit.metrics import arm_summary
+from kit.occupancy_block import COMPARISON_COLUMNS
 
 SIMULATION_CAPTION = "SIMULATION (embedded provider) — not a real model's cost"
 # Colour-blind-safe qualitative palette without its grey, which is kept for reference lines.
@@ -612,6 +613,67 @@ def occupancy_bars(occupancy: pd.DataFrame, design: dict) -> Figure:
     ax.grid(axis="y", alpha=0.3)
     notes = ["error bars: attribution error of each category's tokens (chars/token calibration)"]
     return _finish(fig, "Residual context occupancy by tool category", design, notes=notes)
+
+
+def occupancy_comparison(comparison: pd.DataFrame, design: dict) -> Figure:
+    """The with-arm's explore residual beside the without-arm's file access, their ratio with its interval,
+    and the fixed overhead the tool costs before it is called.
+
+    Why (docs/method.md#occupancy): the two bars are the two ways an agent gets the same bytes into its
+    head; the ratio's interval says whether the difference outlives run-to-run noise, and the fixed
+    overhead (with-arm minus without-arm median fixed base: the tool's schema and instruction) is paid
+    whether or not the tool is called. Every number is a value of ``analysis/occupancy_comparison.csv``.
+    """
+    fig = Figure(figsize=(9, 4.6))
+    bars, ratio = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    title = "Explore residual vs file access"
+    if comparison.empty:
+        _empty(bars, "no arm left explore output resident")
+        _empty(ratio, "no ratio")
+        return _finish(fig, title, design)
+    _require(comparison, COMPARISON_COLUMNS, "occupancy_comparison")
+    rows = comparison.reset_index(drop=True)
+    colors = arm_colors(_figure_arms(design, rows["with_arm"], rows["without_arm"]))
+    labels, heights, edge = [], [], []
+    for row in rows.itertuples():
+        labels += [f"{row.with_arm}\nexplore residual", f"{row.without_arm}\nfile access"]
+        heights += [row.with_tokens, row.without_tokens]
+        edge += [colors[str(row.with_arm)], colors[str(row.without_arm)]]
+    x = np.arange(len(heights))
+    bars.bar(x, np.nan_to_num(np.asarray(heights, float)), color=edge, width=0.6)
+    for i, row in enumerate(rows.itertuples()):
+        if np.isfinite(row.fixed_overhead_tokens):
+            bars.hlines(row.fixed_overhead_tokens, 2 * i - 0.4, 2 * i + 0.4, colors="black", linestyles="--", lw=1.2)
+            bars.annotate(
+                f"fixed overhead {row.fixed_overhead_tokens:+,.0f}", (2 * i, row.fixed_overhead_tokens),
+                xytext=(0, 4), textcoords="offset points", ha="center", fontsize=8,
+            )  # fmt: skip
+    bars.set_xticks(x, labels, fontsize=8)
+    bars.set_ylabel("tokens resident at end of session")
+    _thousands(bars)
+    bars.grid(axis="y", alpha=0.3)
+    y = np.arange(len(rows))
+    low, high = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
+    estimate = rows["ratio"].to_numpy(float)
+    ratio.errorbar(
+        estimate, y, xerr=[estimate - low, high - estimate], fmt="o", color="black", capsize=4,
+    )  # fmt: skip
+    ratio.axvline(1.0, color="#888888", lw=1, ls=":")
+    said = []
+    for row in rows.itertuples():
+        interval = (
+            f"{row.confidence:.0%} CI {row.ci_low:.2f}–{row.ci_high:.2f}"
+            if np.isfinite(row.ci_low)
+            else f"no interval: {row.note}"
+        )
+        said.append(textwrap.fill(f"{row.with_arm} / {row.without_arm} = {row.ratio:.2f}x ({interval})", 48))
+    ratio.set_title("\n".join(said), fontsize=8)
+    ratio.set_yticks(y, [f"{r.with_arm} / {r.without_arm}" for r in rows.itertuples()], fontsize=8)
+    ratio.set_ylim(-0.6, len(rows) - 0.4)
+    ratio.set_xlabel("residual ratio (explore / file access)")
+    ratio.grid(axis="x", alpha=0.3)
+    notes = ["dashed: fixed overhead, with-arm minus without-arm median fixed base (paid before any tool is called)"]
+    return _finish(fig, title, design, notes=notes)
 
 
 # ---------------------------------------------------------------- quality parity

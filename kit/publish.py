@@ -20,7 +20,16 @@ from kit.layout import BatchDir
 matplotlib.use("Agg")
 
 # Every figure the plot stage can draw; figures_for() picks those that answer the batch's question.
-FIGURES = ("warmth_vs_ratio", "ratio_forest", "arm_distributions", "cycle_growth", "occupancy_bars", "quality_parity")
+FIGURES = (
+    "warmth_vs_ratio",
+    "ratio_forest",
+    "arm_distributions",
+    "cycle_growth",
+    "occupancy_bars",
+    "occupancy_comparison",
+    "quality_parity",
+)
+OCCUPANCY_FIGURES = ("occupancy_bars", "occupancy_comparison")  # drawn only where occupancy is the question
 OCCUPANCY_TASKS = frozenset({"occupancy"})
 
 
@@ -45,6 +54,7 @@ def _read(bd: BatchDir) -> dict[str, Any]:
         "arms": optional("arms.csv"),
         "savings": optional("savings.csv"),
         "occupancy": optional("occupancy.csv"),
+        "occupancy_comparison": optional("occupancy_comparison.csv"),
         "requests": pd.read_parquet(bd.tables / "requests.parquet"),
     }
 
@@ -69,7 +79,7 @@ def figures_for(design: dict, occupancy: pd.DataFrame) -> tuple[str, ...]:
     """The figures this batch's report shows, in ``FIGURES`` order."""
     wanted = set(FIGURES)
     if not occupancy_is_the_question(design, occupancy):
-        wanted.discard("occupancy_bars")
+        wanted -= set(OCCUPANCY_FIGURES)
     return tuple(name for name in FIGURES if name in wanted)
 
 
@@ -90,6 +100,7 @@ def publish(batch_dir: Path) -> dict[str, Any]:
         "arm_distributions": lambda: plots.arm_distributions(d["trials"], design),
         "cycle_growth": lambda: plots.cycle_growth(d["requests"], design),
         "occupancy_bars": lambda: plots.occupancy_bars(d["occupancy"], design),
+        "occupancy_comparison": lambda: plots.occupancy_comparison(d["occupancy_comparison"], design),
         "quality_parity": lambda: plots.quality_parity(d["trials"], design, d["arms"]),
     }
     chosen = figures_for(design, d["occupancy"])
