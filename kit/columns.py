@@ -523,6 +523,189 @@ TABLES: tuple[Table, ...] = (
 )
 
 
+# ``python -m kit history`` (kit/history.py): paths relative to a history folder, not a batch folder.
+_VIEW_SUMS = [
+    "requests",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "uncached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "total_tokens",
+    "hit_rate",
+    "cost_usd",
+    "credits",
+]
+_HISTORY_COMMON = {
+    "agent": ("`main`, or `subagent` for subagent and compaction requests (their own window), shown apart", "text"),
+    "requests": ("model responses", "count"),
+    "cache_write_5m_tokens": ("cache writes with the 5-minute lifetime (writes less the 1-hour ones)", "tokens"),
+    "cost_usd": ("price at the dated API rate card; empty when any row of the sum is unpriced (listed)", "USD"),
+    "credits": ("price at the Codex credit card; empty when any row of the sum has no credit rate", "credits"),
+    "session": ("the session: a Claude Code session file and its subagents, or a Codex rollout", "id"),
+    "project": ("Claude Code's project folder name, or the Codex session's working folder", "text"),
+    "started_at": ("first response of the session (UTC)", "ISO 8601"),
+}
+
+
+def _history(path: str, writer: str, purpose: str, method: str, names: Sequence[str], own: dict | None = None) -> Table:
+    return _table(f"history/{path}", writer, purpose, method, names, {**_HISTORY_COMMON, **(own or {})})
+
+
+_VIEWS = {
+    "day": ("day", "UTC day of the response (`unknown` where the transcript gives no time)", "YYYY-MM-DD"),
+    "session": ("session", None, None),
+    "project": ("project", None, None),
+    "model": ("model", "model the response names", "id"),
+}
+_OCCUPANCY = next(t for t in TABLES if t.path == "analysis/occupancy_trials.csv")
+TABLES += (
+    *tuple(
+        _history(
+            f"analysis/usage_by_{view}.csv",
+            "history (`kit.history.usage`)",
+            f"Usage by {view}, main and subagent rows apart (ccusage's `{view}` view, with cost and hit rate).",
+            "totals",
+            [key, *(["project", "started_at"] if view == "session" else []), "agent", *_VIEW_SUMS],
+            {key: (meaning, unit)} if meaning else None,
+        )
+        for view, (key, meaning, unit) in _VIEWS.items()
+    ),
+    _history(
+        "analysis/sessions.csv",
+        "history (`kit.history.sessions`)",
+        "Per session: cycles, prompt growth, compactions and context drops, sums (subagents included) and cost.",
+        "compaction",
+        [
+            "session",
+            "project",
+            "started_at",
+            "ended_at",
+            "cycles",
+            "turns",
+            "first_context",
+            "last_context",
+            "max_context",
+            "context_drops",
+            "growth_per_cycle",
+            "compactions",
+            "subagent_requests",
+            *_VIEW_SUMS[1:],
+        ],
+        {
+            "ended_at": ("last main-window response (UTC)", "ISO 8601"),
+            "cycles": ("main-window responses", "count"),
+            "turns": ("user prompts", "count"),
+            "first_context": ("prompt size of the first main-window request", "tokens"),
+            "last_context": ("prompt size of the last main-window request", "tokens"),
+            "max_context": ("largest prompt of the session", "tokens"),
+            "context_drops": (
+                "requests whose prompt is smaller than the one before (compaction, a cleared context)",
+                "count",
+            ),
+            "growth_per_cycle": ("(last − first context) / (cycles − 1)", "tokens per cycle"),
+            "compactions": ("compaction events the transcript records (docs/method.md#compaction)", "count"),
+            "subagent_requests": ("responses of the session's subagents and compaction requests", "count"),
+        },
+    ),
+    Table(
+        "history/analysis/occupancy_sessions.csv",
+        "history (`kit.occupancy.occupancy`, trial = session)",
+        "Residual context occupancy per session, the batch analysis's table.",
+        "occupancy",
+        _OCCUPANCY.columns,
+    ),
+    _history(
+        "analysis/structural_sessions.csv",
+        "history (`kit.history.structural`, `kit.cachemodel`)",
+        "Per session, observed cache reads against prompts rebuilt under the prefix-extension rule and replayed.",
+        "structural-cache",
+        [
+            "session",
+            "requests",
+            "rule_breaks",
+            "input_tokens",
+            "observed_cached",
+            "structural_cached",
+            "replay_cached",
+            "observed_share",
+            "structural_share",
+            "observed_over_structural",
+        ],
+        {
+            "requests": ("main-window requests with known usage", "count"),
+            "rule_breaks": (
+                "requests where the prefix-extension rule breaks (a smaller prompt, a compaction)",
+                "count",
+            ),
+            "observed_cached": ("cache reads the provider reported", "tokens"),
+            "structural_cached": ("cache reads of the ideal never-evicting cache on the rebuilt prompts", "tokens"),
+            "replay_cached": (
+                "cache reads of a replay through the provider's profile at full warmth (TTL, minimums)",
+                "tokens",
+            ),
+            "observed_share": ("observed_cached / input_tokens", "fraction 0–1"),
+            "structural_share": ("structural_cached / input_tokens", "fraction 0–1"),
+            "observed_over_structural": ("above 1: reads the session's own history cannot explain", "ratio"),
+        },
+    ),
+    _history(
+        "analysis/warmth.csv",
+        "history (`kit.history.warmth`)",
+        "The warmth curve of the user's sessions: the previous prompt's share read from cache, by idle gap.",
+        "warmth",
+        ["gap", "requests", "reusable_tokens", "cached_tokens", "share_cached"],
+        {
+            "gap": ("idle time since the session's previous request", "interval"),
+            "requests": ("requests after such a gap (rule breaks left out)", "count"),
+            "reusable_tokens": ("the smaller of the previous and the current prompt, summed", "tokens"),
+            "cached_tokens": ("cache reads, at most the reusable part, summed", "tokens"),
+            "share_cached": ("cached_tokens / reusable_tokens", "fraction 0–1"),
+        },
+    ),
+    _history(
+        "analysis/unpriced_models.csv",
+        "history (`kit.history.load`)",
+        "Models with known usage but no rate on a card: their cost is empty, never zero.",
+        "totals",
+        ["card", "model", "requests", "tokens"],
+        {"card": ("`usd` or `credits`", "text"), "tokens": ("total tokens of those requests", "tokens")},
+    ),
+    _history(
+        "analysis/compare.csv",
+        "history (`kit.history.compare`)",
+        "A before/after comparison of two groups of sessions: per-session means with intervals (a cross-run stitch).",
+        "stitch",
+        ["group", "metric", "sessions", "mean", "lower", "upper"],
+        {
+            "group": ("the group's name", "text"),
+            "metric": ("`total_tokens`, `uncached_input_tokens` or `cost_usd`, per session", "column name"),
+            "sessions": ("sessions in the group", "count"),
+            "mean": ("mean per session", "as the metric"),
+            "lower": ("lower bound of the 95% percentile bootstrap interval of the mean", "as the metric"),
+            "upper": ("upper bound of that interval", "as the metric"),
+        },
+    ),
+    _history(
+        "analysis/compare_ratios.csv",
+        "history (`kit.history.compare`)",
+        "The ratio of the groups' means (second / first), for reference only, with its interval and stitch label.",
+        "stitch",
+        ["metric", "ratio", "lower", "upper", "label"],
+        {
+            "metric": ("the per-session column compared", "column name"),
+            "ratio": ("mean of the second group / mean of the first", "ratio"),
+            "lower": ("lower bound of the 95% percentile bootstrap interval", "ratio"),
+            "upper": ("upper bound", "ratio"),
+            "label": ("always `cross-run stitch` (docs/method.md#stitch)", "text"),
+        },
+    ),
+)
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
