@@ -216,13 +216,17 @@ def _content(raw: msgspec.Raw) -> Content:
     if not isinstance(blocks, list):
         return content_of(blocks)
     calls, pieces, known = [], [], True
-    for block in blocks:
+    for block in blocks:  # ``piece`` inlined for text: this runs for every assistant line
         kind = block.type
-        if kind == "tool_use":
-            calls.append((block.id, block.name))
-        chars = utf8_chars(bytes(block.input)) if kind in TOOL_BLOCKS else 0
-        known &= kind not in TOOL_BLOCKS or chars > 0
-        if (found := piece(kind, block.id, block.text, block.thinking, chars)) is not None:
+        if kind == "text" and type(value := block.text) is str:
+            pieces.append((("text", len(value), hash(value)), len(value)))
+        elif kind in TOOL_BLOCKS:
+            if kind == "tool_use":
+                calls.append((block.id, block.name))
+            chars = utf8_chars(bytes(block.input))
+            known &= chars > 0  # a call without its input: the response's size is unknown
+            pieces.append(piece(kind, block.id, None, None, chars))
+        elif (found := piece(kind, block.id, block.text, block.thinking, 0)) is not None:
             pieces.append(found)
     return Content(calls, pieces if known else None)
 

@@ -55,7 +55,6 @@ CHECKED = {"input_tokens": "input_tokens", "cache_read_tokens": "cached_input_to
 OPAQUE_CALLS = {"local_shell_call", "web_search_call", "tool_search_call"}  # input not given as the model sent it
 TOOL_CALL = re.compile(r"\btools\.[A-Za-z_]\w*\s*\(")  # a tool called from a Code Mode cell
 PROMISE_ALL = re.compile(r"\bPromise\.all(?:Settled)?\b")
-WINDOWS = ("primary", "secondary")  # the rate-limit windows a rollout reports
 
 
 class _Payload(msgspec.Struct, gc=False):
@@ -109,7 +108,8 @@ class _Item(msgspec.Struct, gc=False):
 
 
 DECODER = msgspec.json.Decoder(_Line)
-PARTS = msgspec.json.Decoder(list[_Part] | None)
+PARTS = msgspec.json.Decoder(list[_Part])
+NULL = msgspec.Raw(b"null")
 ITEM = msgspec.json.Decoder(_Item)
 STRING = msgspec.json.Decoder(str | None)
 EMPTY = _Payload()
@@ -232,12 +232,16 @@ class _Response:
     model: str | None
     source: str  # RECORD or COUNT: the line the usage is taken from
     quota: dict[str, float]  # used percent per window, from the response's ``token_count``
+    key: tuple | None  # ``_key(usage)``
     paired: bool = False  # the other kind of usage line of the same response was seen too
 
 
 def _key(usage: object) -> tuple | None:
-    """What a record and a ``token_count`` of the same response share: their counts."""
-    return tuple(usage.get(k) for k in CHECKED.values()) if isinstance(usage, dict) else None
+    """What a record and a ``token_count`` of the same response share: their counts (CHECKED)."""
+    if type(usage) is not dict:
+        return None
+    get = usage.get
+    return get("input_tokens"), get("cached_input_tokens"), get("output_tokens")
 
 
 @dataclass
@@ -337,10 +341,10 @@ class _File:
 
     def _text_chars(self, number: int, raw: msgspec.Raw, what: str) -> int | None:
         """Characters of the text parts in ``raw`` (a list of ``{"text": ...}``; null is none)."""
+        if raw == NULL:
+            return 0
         parts = self._decoded(number, raw, PARTS, what)
-        if parts is None:
-            return None if bytes(raw) != b"null" else 0
-        return sum(len(p.text) for p in parts if isinstance(p.text, str))
+        return None if parts is None else sum(len(p.text) for p in parts if isinstance(p.text, str))
 
     def _item(self, number: int, item: _Payload) -> None:
         kind, out = text(item.type), self.current
@@ -403,20 +407,14 @@ class _File:
         Codex writes a response's ``token_usage_record`` and its ``token_count`` one after the other, so
         only the last response can be the one this line completes.
         """
-        last = self.responses[-1] if self.responses else None
-        key = _key(usage)
-        if (
-            last is not None
-            and not last.paired
-            and last.source != source
-            and key is not None
-            and key == _key(last.usage)
-        ):
+        last, key = self.responses[-1] if self.responses else None, _key(usage)
+        if last is not None and not last.paired and last.source != source and key is not None and key == last.key:
             last.paired = True
             last.quota = quota or last.quota
             return
         turn = len(self.turn_ids) or None
-        self.responses.append(_Response(number, line.timestamp, usage, self.current, turn, self.model, source, quota))
+        found = _Response(number, line.timestamp, usage, self.current, turn, self.model, source, quota, key)
+        self.responses.append(found)
         self.current = _Output()
 
     def _row(self, cycle: int, resp: _Response) -> dict:
@@ -435,7 +433,8 @@ class _File:
             "source_line": resp.number,
             **canonical,
             **resp.output.columns(),
-            **{f"quota_{w}_used": resp.quota.get(w) for w in WINDOWS},
+            "quota_primary_used": resp.quota.get("primary"),
+            "quota_secondary_used": resp.quota.get("secondary"),
             "started_at": resp.timestamp,
         }
 
