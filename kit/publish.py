@@ -19,7 +19,7 @@ from kit.layout import BatchDir
 
 matplotlib.use("Agg")
 
-# Every figure the plot stage can draw; figures_for() picks those that answer the batch's question.
+# The figures the plot stage can draw (besides CODE_MODE_FIGURES); figures_for() picks those the batch needs.
 FIGURES = (
     "warmth_vs_ratio",
     "ratio_forest",
@@ -31,6 +31,7 @@ FIGURES = (
 )
 OCCUPANCY_FIGURES = ("occupancy_bars", "occupancy_comparison")  # drawn only where occupancy is the question
 OCCUPANCY_TASKS = frozenset({"occupancy"})
+CODE_MODE_FIGURES = ("code_mode_cells",)  # after FIGURES, for batches whose trials ran Codex Code Mode cells
 
 
 def _read(bd: BatchDir) -> dict[str, Any]:
@@ -75,6 +76,14 @@ def occupancy_is_the_question(design: dict, occupancy: pd.DataFrame) -> bool:
     return bool(pd.to_numeric(explore["tokens"], errors="coerce").fillna(0).gt(0).any())
 
 
+def code_mode_ran(trials: pd.DataFrame) -> bool:
+    """Whether some trial ran a Code Mode ``exec`` cell (Codex with ``code_mode``): only then do calls per
+    cell say how an arm batched, so only then is the Code Mode figure drawn."""
+    if "exec_cells" not in trials.columns:
+        return False
+    return bool(pd.to_numeric(trials["exec_cells"], errors="coerce").fillna(0).gt(0).any())
+
+
 def figures_for(design: dict, occupancy: pd.DataFrame) -> tuple[str, ...]:
     """The figures this batch's report shows, in ``FIGURES`` order."""
     wanted = set(FIGURES)
@@ -102,10 +111,11 @@ def publish(batch_dir: Path) -> dict[str, Any]:
         "occupancy_bars": lambda: plots.occupancy_bars(d["occupancy"], design),
         "occupancy_comparison": lambda: plots.occupancy_comparison(d["occupancy_comparison"], design),
         "quality_parity": lambda: plots.quality_parity(d["trials"], design, d["arms"]),
+        "code_mode_cells": lambda: plots.code_mode_cells(d["trials"], design),
     }
-    chosen = figures_for(design, d["occupancy"])
+    chosen = figures_for(design, d["occupancy"]) + (CODE_MODE_FIGURES if code_mode_ran(d["trials"]) else ())
     saved = {}
-    for name in FIGURES:
+    for name in FIGURES + CODE_MODE_FIGURES:
         if name in chosen:
             saved[name] = plots.save(draw[name](), bd.figures, name)[0]
             continue

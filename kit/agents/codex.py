@@ -31,8 +31,15 @@ An arm's kit tools (``Arm.tools``, e.g. ``explore``) come from the same script a
 without it every call is refused ("MCP tool call requires approval", measured on 0.169).
 
 ``backend_options``: ``codex_bin`` (a patched build for codex-batch-bench's binary-vs-binary comparison;
-default the pinned ``.tools`` CLI, else PATH), ``effort`` (``model_reasoning_effort``), ``home_root``
-and ``keep_home`` (where per-trial homes go, and keeping them for debugging).
+default the pinned ``.tools`` CLI, else PATH), ``effort`` (``model_reasoning_effort``), ``code_mode``,
+``home_root`` and ``keep_home`` (where per-trial homes go, and keeping them for debugging).
+
+``code_mode: true`` sets ``features.code_mode=true`` (Codex's ``Feature::CodeMode``, "under development"
+and off by default in 0.169.0's ``codex features list``; codex-rs/core/src/tools/code_mode/mod.rs starts
+the cell runtime only when it is on, whatever the model). The request then offers the custom tool
+``exec`` (a JavaScript cell calling Codex's tools as ``tools.<name>(…)``) and ``wait`` next to the direct
+tools; Codex runs a cell's calls itself and answers with one ``custom_tool_call_output`` (measured
+against the embedded provider). Give it to every arm of a batch, or the arms differ in their tools.
 """
 
 from __future__ import annotations
@@ -57,11 +64,20 @@ PINNED = (
     "analytics.enabled=false",
     "project_root_markers=[]",
 )
+CODE_MODE = "features.code_mode=true"  # Feature::CodeMode: the ``exec`` tool, next to the direct tools
 
 
 def _toml(value: str) -> str:
     """A TOML basic string (JSON's escapes are valid TOML; non-ASCII stays literal)."""
     return json.dumps(value, ensure_ascii=False)
+
+
+def code_mode(spec: TrialSpec) -> bool:
+    """``backend_options.code_mode``; anything but a boolean is refused, since "false" would read as on."""
+    value = spec.options.get("code_mode", False)
+    if not isinstance(value, bool):
+        raise ValueError(f"backend_options.code_mode: got {value!r}; accepted: true or false")
+    return value
 
 
 def developer_text(spec: TrialSpec) -> str:
@@ -92,6 +108,8 @@ def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]
         approve = ',default_tools_approval_mode="approve"' if name == mcp_server.KIT_SERVER else ""
         servers.append(f"{name}={{command={_toml(sys.executable)},args=[{','.join(map(_toml, argv))}]{approve}}}")
     args += ["-c", f"mcp_servers={{{','.join(servers)}}}"]
+    if code_mode(spec):
+        args += ["-c", CODE_MODE]
     effort = cli.effort(spec)
     if effort:
         args += ["-c", f"model_reasoning_effort={_toml(effort)}"]
@@ -134,6 +152,8 @@ def applied(spec: TrialSpec, thread_id: str | None) -> dict[str, str]:
     if spec.arm.tools:
         namespace = f"mcp__{mcp_server.KIT_SERVER}"
         out["tools"] = ", ".join(f"{t} in MCP namespace {namespace} (approved)" for t in spec.arm.tools)
+    if code_mode(spec):
+        out["code_mode"] = f"{CODE_MODE} (the exec tool runs JavaScript cells calling tools.*)"
     out["isolation_applied"] = ",".join(done) or "none"
     return out
 

@@ -13,6 +13,18 @@ pending, the model issues *all* remaining independent reads in one response with
 ``p_batch`` (default 0.9) when the batching instruction is in its context, ``q_batch`` (default
 0.15) otherwise; otherwise it reads one file. Everything else (answer, reasoning) is identical,
 so the arms differ in cycles and therefore in re-sent prompt tokens, not in quality.
+
+Codex with Code Mode (``backend_options: {code_mode: true}``, kit/agents/codex.py) offers the ``exec``
+tool, and the policy reads through its cells: one ``tools.exec_command`` call per cell when it reads one
+file, one cell with ``Promise.all`` over every pending read when it reads them together. The same draw
+decides, so on Codex the batch measures codex-batch-bench's mechanism (docs/method.md#sources) as calls
+per cell. A cell's outputs share one budget in Codex's context (kit/tasks/tooluse.py ``cell_reads``): once
+a cell came back cut, the policy puts only as many reads in a cell as came through whole, and reads the
+cut ones again.
+
+On a user's repository (``repo: PATH``, run-real) the arms' instructions go to the developer
+instructions (``-c developer_instructions=…`` on Codex, ``--append-system-prompt`` on Claude Code),
+not to an AGENTS.md / CLAUDE.md in the working copy: the repository's own files stay as they are.
 """
 
 from __future__ import annotations
@@ -197,15 +209,21 @@ class BatchReadPolicy:
         if "MANIFEST.txt" not in contents:
             if tooluse.failed_reads(conv).get("MANIFEST.txt", 0) >= 2:  # a real agent gives up, not loops
                 return Reply("I could not read MANIFEST.txt, so I cannot inspect the project.", (), reasoning)
-            return Reply("Reading the manifest first.", (tooluse.read_call(conv, "MANIFEST.txt"),), reasoning)
+            return Reply("Reading the manifest first.", _reads(conv, ["MANIFEST.txt"]), reasoning)
         listed = [p for p in self.paths if p in contents["MANIFEST.txt"]]
         pending = [p for p in listed if p not in contents]
         if not pending:
             return Reply(answer_from(contents), (), reasoning)
         together = rng.random() < (self.p_batch if MARKER in conv.all_text() else self.q_batch)
-        chosen = pending if together else pending[:1]
-        calls: tuple[ToolCall, ...] = tuple(tooluse.read_call(conv, p) for p in chosen)
-        return Reply(f"Reading {', '.join(chosen)}.", calls, reasoning)
+        chosen = pending[: tooluse.cell_capacity(conv)] if together else pending[:1]
+        return Reply(f"Reading {', '.join(chosen)}.", _reads(conv, chosen), reasoning)
+
+
+def _reads(conv: Conversation, paths: list[str]) -> tuple[ToolCall, ...]:
+    """The calls that read ``paths`` in one response: one Code Mode cell where Codex offers ``exec``."""
+    if tooluse.code_mode(conv):
+        return (tooluse.read_cell(paths),)
+    return tuple(tooluse.read_call(conv, p) for p in paths)
 
 
 @dataclass
@@ -234,9 +252,11 @@ class BatchReadPack(RepoFixture):
         )
 
     def arms(self) -> dict[str, Arm]:
+        """The fixture's arms write AGENTS.md / CLAUDE.md; a user repository's keep its own (module docstring)."""
+        placement = userrepo.PLACEMENT if self._repo is not None else "agents_file"
         return {
-            "placebo": Arm("placebo", PLACEBO, placement="agents_file", description="length-matched style-only"),
-            "batching": Arm("batching", BATCHING, placement="agents_file", description="batch independent reads"),
+            "placebo": Arm("placebo", PLACEBO, placement=placement, description="length-matched style-only"),
+            "batching": Arm("batching", BATCHING, placement=placement, description="batch independent reads"),
         }
 
     def prompts(self) -> list[str]:

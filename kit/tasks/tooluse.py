@@ -6,10 +6,16 @@ turns "read these paths" into that client's tool calls, and the tool results of 
 back into file contents, so a pack's policy is written once. Searches (``grep``, ``Grep``, ``grep -rnE``
 through a shell) and the SDK agents' ``explore`` tool are handled the same way, and ``seen_lines`` /
 ``blocks`` give a policy the source it has in context, whichever way it got there.
+
+Codex with Code Mode on (``features.code_mode``, kit/agents/codex.py) also offers ``exec``, a custom
+tool whose input is a JavaScript cell; Codex runs the cell and the ``tools.<name>(…)`` calls in it
+itself, and answers with the cell's ``text(…)`` output. ``read_cell`` writes such a cell and
+``file_contents`` reads the files back out of its output.
 """
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 import shlex
@@ -32,7 +38,7 @@ def working_directory(conv: Conversation) -> str | None:
 
 
 def can_read(conv: Conversation) -> bool:
-    return bool(conv.tool_names() & {"read_file", "exec_command", "Read", "Bash"})
+    return bool(conv.tool_names() & {"read_file", "exec_command", "Read", "Bash", CELL_TOOL})
 
 
 def read_call(conv: Conversation, path: str) -> ToolCall:
@@ -65,22 +71,29 @@ def requested_path(conv: Conversation, call: ToolCall) -> str | None:
     return None
 
 
+def _reads(conv: Conversation) -> list[tuple[str, str | None]]:
+    """Every (path, content) read so far in order; content None where the read failed."""
+    out: list[tuple[str, str | None]] = []
+    for call, result in conv.results():
+        if call.name == CELL_TOOL:
+            out += cell_reads(call, result).items()
+            continue
+        path = requested_path(conv, call)
+        if path:
+            out.append((path, None if result.is_error else _clean(call, result)))
+    return out
+
+
 def file_contents(conv: Conversation) -> dict[str, str]:
     """Every file read so far (successful results only), cleaned of the client's decorations."""
-    out: dict[str, str] = {}
-    for call, result in conv.results():
-        path = requested_path(conv, call)
-        if path and not result.is_error:
-            out[path] = _clean(call, result)
-    return out
+    return {path: text for path, text in _reads(conv) if text is not None}
 
 
 def failed_reads(conv: Conversation) -> dict[str, int]:
     """How many times each path's read came back as an error (so a policy can stop retrying)."""
     out: dict[str, int] = {}
-    for call, result in conv.results():
-        path = requested_path(conv, call)
-        if path and result.is_error:
+    for path, text in _reads(conv):
+        if text is None:
             out[path] = out.get(path, 0) + 1
     return out
 
@@ -99,6 +112,91 @@ def _words(cmd: str) -> list[str]:
         return shlex.split(cmd)
     except ValueError:
         return []
+
+
+# ---------------------------------------------------------------- Code Mode cells (Codex ``exec``)
+
+CELL_TOOL = "exec"
+_CELL_READ = re.compile(r"\btools\.exec_command\((\{.*?\})\)")
+_CELL_HEAD = re.compile(r"^==> (.+) \(exit (-?\d+)\) <==$", re.MULTILINE)
+_CUT = re.compile(r"…\d+ (?:tokens|chars) truncated…")
+_OMITTED = re.compile(r"\n?^\[omitted \d+ text items \.\.\.\]$", re.MULTILINE)
+
+
+def code_mode(conv: Conversation) -> bool:
+    """Whether the client offers Codex's Code Mode tool ``exec`` (the kit's SDK agents, which offer
+    ``read_file``, never do): a policy then reads through cells, as a model given the tool would."""
+    names = conv.tool_names()
+    return CELL_TOOL in names and "read_file" not in names
+
+
+def read_cell(paths: list[str] | tuple[str, ...]) -> ToolCall:
+    """One ``exec`` cell that reads ``paths``: one awaited ``tools.exec_command`` call for one path,
+    ``Promise.all`` over one explicit call per path for several (so the cell's ``tools.*(`` calls count
+    its reads), each output printed under a ``==> path (exit N) <==`` header, the way ``head`` shows
+    several files."""
+    calls = [f"tools.exec_command({json.dumps({'cmd': f'cat {shlex.quote(p)}', 'login': False})})" for p in paths]
+    if len(calls) == 1:
+        lines = [f"const results = [await {calls[0]}];"]
+    else:
+        lines = ["const results = await Promise.all([", *(f"  {c}," for c in calls), "]);"]
+    lines += [
+        f"const paths = {json.dumps(list(paths))};",
+        "results.forEach((r, i) => text(`==> ${paths[i]} (exit ${r.exit_code}) <==\\n${r.output}`));",
+    ]
+    return ToolCall(CELL_TOOL, {"input": "\n".join(lines) + "\n"})
+
+
+def cell_reads(call: ToolCall, result: Message) -> dict[str, str | None]:
+    """Each path a ``read_cell`` asked for and its content from the cell's output; None where the read
+    failed or the cell printed nothing ("Script failed").
+
+    Codex caps each tool output in the model's context (``tool_output_token_limit``; measured on 0.169.0
+    with the kit's model: a cell's 17.6 KB output reached the request as about 12 KB, while the rollout
+    kept all of it): a cell's outputs share that one budget, where separate calls get one each. In a cell
+    of several reads, a read cut in the middle ("…N tokens truncated…") or dropped ("[omitted N text items
+    ...]") is left out, neither read nor failed, so a policy reads it again as a model that saw the marker
+    would; a cell of one read is taken as cut, like a single call's output.
+    """
+    return _cell_output(call, result)[0]
+
+
+def cell_capacity(conv: Conversation) -> int | None:
+    """How many reads came through whole in the most crowded cut cell so far (at least 1), or None if no
+    cell was cut: a model that saw its cell cut puts fewer reads in the next one."""
+    counts = []
+    for call, result in conv.results():
+        if call.name == CELL_TOOL:
+            reads, cut = _cell_output(call, result)
+            if cut:
+                counts.append(sum(text is not None for text in reads.values()))
+    return max(1, min(counts)) if counts else None
+
+
+def _cell_output(call: ToolCall, result: Message) -> tuple[dict[str, str | None], bool]:
+    """``cell_reads`` and whether Codex cut the cell's output (see there)."""
+    asked = [_cat_path(m.group(1)) for m in _CELL_READ.finditer(str(call.arguments.get("input", "")))]
+    text, omitted = _OMITTED.subn("", result.text)
+    heads = list(_CELL_HEAD.finditer(text))
+    found: dict[str, str | None] = {}
+    for i, head in enumerate(heads):
+        last = i + 1 == len(heads)
+        body = text[head.end() + 1 : len(text) if last else heads[i + 1].start()]
+        body = body if last else body.removesuffix("\n")  # the newline that joins two text items
+        if len(asked) == 1 or not _CUT.search(body):
+            found[head.group(1)] = body if head.group(2) == "0" else None
+    cut = len(asked) > 1 and (omitted > 0 or len(found) < len(heads))
+    return {path: found.get(path) for path in asked if path and (path in found or not cut)}, cut
+
+
+def _cat_path(raw: str) -> str | None:
+    """The path of a cell's ``tools.exec_command({"cmd": "cat PATH", …})`` call (None for any other call)."""
+    try:
+        arguments = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    words = _words(str(arguments.get("cmd", ""))) if isinstance(arguments, dict) else []
+    return words[1] if len(words) == 2 and words[0] == "cat" else None
 
 
 # ---------------------------------------------------------------- searching and exploring

@@ -2,9 +2,11 @@
 
 A pack given ``repo: PATH`` (and optionally ``globs``) copies the matching files into each arm's
 working folder; the agents only ever see that copy, so the user's repository is never written, moved
-or re-timestamped (it is only read). The copies stay writable because the run stage writes the arm's
-AGENTS.md/CLAUDE.md into the working folder, and a repository may already hold one. Without generated
-ground truth a trial's answer cannot be graded: ``NO_TRUTH`` says so instead of scoring it.
+or re-timestamped (it is only read). An arm's instruction goes where ``PLACEMENT`` puts it (the
+developer instructions: ``-c developer_instructions=…`` on Codex, ``--append-system-prompt`` on Claude
+Code), never into an AGENTS.md / CLAUDE.md of the working copy: those are the repository's own, which
+both arms read as its users do. Without generated ground truth a trial's answer cannot be graded:
+``NO_TRUTH`` says so instead of scoring it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from kit.design import ParamError
 from kit.tasks.base import Grade
 
 NO_TRUTH = Grade(None, "no ground truth for a user repository")
+PLACEMENT = "developer_instructions"  # an arm's instruction on a user repository (module docstring)
 DEFAULT_GLOBS = ("**/*",)
 MAX_FILES = 20_000
 
