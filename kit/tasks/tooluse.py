@@ -38,7 +38,7 @@ def working_directory(conv: Conversation) -> str | None:
 
 
 def can_read(conv: Conversation) -> bool:
-    return bool(conv.tool_names() & {"read_file", "exec_command", "Read", "Bash", CELL_TOOL})
+    return bool(conv.tool_names() & {"read_file", "exec_command", "Read", "Bash"})
 
 
 def read_call(conv: Conversation, path: str) -> ToolCall:
