@@ -15,12 +15,17 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from importlib.resources import files
+from pathlib import Path
 from typing import Any, Literal
+
+import yaml
 
 ORDERS = ("alternate", "random", "blocked")
 ISOLATION_MODES = ("none", "nonce", "cache_bust_tool", "prompt_cache_key", "all")
 PLACEMENTS = ("agents_file", "system", "append_system", "developer_instructions", "user_prefix")
 SESSIONS = ("fresh", "resume")
+SETTINGS = ("model", "effort", "codex_bin", "claude_bin")  # what an arm may set for itself (Arm fields)
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -45,6 +50,12 @@ class Arm:
     control: bool = False
     description: str = ""
     tools: tuple[str, ...] = ()  # extra tools this arm offers (e.g. "explore"), beyond the backend's own
+    # Per-arm settings (None: the batch's ``model`` / ``backend_options``), so a model, effort or binary-vs-binary
+    # comparison runs interleaved in one batch instead of as a cross-run stitch (docs/method.md#stitch).
+    model: str | None = None
+    effort: str | None = None
+    codex_bin: str | None = None
+    claude_bin: str | None = None
 
     @classmethod
     def from_dict(cls, name: str, spec: Mapping[str, Any]) -> Arm:
@@ -55,6 +66,10 @@ class Arm:
         tools = spec.get("tools", ())
         if not isinstance(tools, list | tuple) or not all(isinstance(t, str) and _TOOL_NAME.match(t) for t in tools):
             raise ParamError(f"arm_defs.{name}.tools", f"got {tools!r}", "a list of tool names like [explore]")
+        for key in SETTINGS:
+            value = spec.get(key)
+            if value is not None and not (isinstance(value, str) and value):
+                raise ParamError(f"arm_defs.{name}.{key}", f"got {value!r}", "a non-empty string, or leave it out")
         flags, env = tuple(spec.get("flags", ())), dict(spec.get("env", {}))
         arm = cls(name=name, **{**spec, "flags": flags, "env": env, "tools": tuple(tools)})
         _check_choice(f"arm_defs.{name}.placement", arm.placement, PLACEMENTS)
@@ -67,6 +82,10 @@ class Arm:
         d["tools"] = list(self.tools)
         d["env"] = sorted(self.env)  # names only: values may be secrets
         return d
+
+    def settings(self) -> dict[str, str | None]:
+        """The per-arm settings (``SETTINGS``): what a resumed batch must keep and the manifest records."""
+        return {key: getattr(self, key) for key in SETTINGS}
 
 
 @dataclass(frozen=True)
@@ -158,6 +177,62 @@ def isolation_parts(mode: str) -> set[str]:
 def prompt_cache_key(batch: str, salt: str, arm: str, run: int) -> str:
     """docs/method.md#isolation: a fresh key per (batch, arm, run), constant for every turn of the trial."""
     return f"kit:{batch}:{salt}:{arm}:run{run}"
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What a cache profile records of a model's prompt-cache retention (its ``retention`` block)."""
+
+    parameter: str  # the request field that chooses it (prompt_cache_retention, cache_control.ttl)
+    offered: tuple[str, ...]  # the values the API accepts for the model
+    long: tuple[str, ...]  # those that outlive a batch
+    source: str  # the first source URL and the date the facts were checked
+
+    @property
+    def long_only(self) -> bool:
+        return bool(self.offered) and set(self.offered) <= set(self.long)
+
+
+def retention_offered(profile: str, model: str) -> Retention | None:
+    """The retention facts of ``profile`` (a shipped name or a .yaml path) for ``model``, by its longest
+    matching name prefix; None when the profile records none for the model."""
+    from kit.provider.cache import _PROFILE_DIR
+
+    path = Path(profile) if profile.endswith((".yaml", ".yml")) else files("kit") / _PROFILE_DIR / f"{profile}.yaml"
+    facts = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("retention") or {}
+    matches = [prefix for prefix in facts.get("by_model", {}) if model.startswith(prefix)]
+    if not matches:
+        return None
+    offered = facts["by_model"][max(matches, key=len)]
+    source = f"{facts['source_urls'][0]} (checked {facts['checked']})"
+    return Retention(facts["parameter"], tuple(offered), tuple(facts.get("long", ())), source)
+
+
+def retention_warnings(profile: str, models: Iterable[str], requested: str | None) -> list[str]:
+    """Why cross-trial isolation may rest on nonces alone (docs/method.md#retention): a model offered only a
+    long retention, or a long retention asked for; and a requested retention the model is not offered."""
+    out = []
+    for model in dict.fromkeys(models):
+        facts = retention_offered(profile, model)
+        if facts is None:
+            continue
+        if facts.long_only:
+            out.append(
+                f"retention: {model} offers only {'/'.join(facts.offered)} {facts.parameter} (profile {profile}: "
+                f"{facts.source}); cached prefixes outlive the batch, so cross-trial isolation rests on the "
+                "nonces alone (docs/method.md#retention)"
+            )
+        elif requested in facts.long:
+            out.append(
+                f"retention: {facts.parameter}={requested} asked for on {model}; cached prefixes outlive the batch, "
+                "so cross-trial isolation rests on the nonces alone (docs/method.md#retention)"
+            )
+        if requested is not None and requested not in facts.offered:
+            out.append(
+                f"retention: {model} is not offered {facts.parameter}={requested} (it is offered "
+                f"{'/'.join(facts.offered)}: {facts.source}); a real endpoint may refuse the requests"
+            )
+    return out
 
 
 def _check_choice(name: str, value: object, accepted: Iterable[object]) -> None:

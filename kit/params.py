@@ -16,6 +16,7 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -23,6 +24,7 @@ from kit.design import ISOLATION_MODES, ORDERS, ParamError
 
 BACKENDS = ("sdk-openai", "sdk-anthropic", "codex", "claude")
 ENDPOINTS = ("embedded", "real")
+RETENTIONS = ("in_memory", "24h")  # OpenAI's prompt_cache_retention values (openai-python 3.57 types)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,14 @@ def _choices(values: tuple[str, ...]) -> Callable[[Any], bool]:
 
 def _str_list(v: Any) -> bool:
     return isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) and x for x in v)
+
+
+def _http_url(v: str) -> bool:
+    """An http(s) URL with a host and nothing a credential could hide in (user info, query, fragment): the
+    URL is printed and recorded, a key belongs in the environment."""
+    parts = urlsplit(v)
+    hidden = parts.username is not None or parts.password is not None or parts.query or parts.fragment
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not hidden
 
 
 RUN = [
@@ -62,7 +72,22 @@ RUN = [
     Param("allow_blocked", (bool,), "true or false"),
     Param("backend", (str,), f"one of {list(BACKENDS)}", _choices(BACKENDS)),
     Param("endpoint", (str,), f"one of {list(ENDPOINTS)}", _choices(ENDPOINTS)),
+    Param(
+        "upstream_url",
+        (str,),
+        "None (each API's public endpoint), or with endpoint real an http(s) URL without user info, query or "
+        "fragment, as OPENAI_BASE_URL or ANTHROPIC_BASE_URL name it (a trailing /v1 is dropped: clients add it)",
+        _http_url,
+        optional=True,
+    ),
     Param("model", (str,), "a model name (sim-… on the embedded provider)", lambda v: bool(v)),
+    Param(
+        "retention",
+        (str,),
+        f"None (not sent), or one of {list(RETENTIONS)}: prompt_cache_retention on backend sdk-openai",
+        _choices(RETENTIONS),
+        optional=True,
+    ),
     Param("isolation", (str,), f"one of {list(ISOLATION_MODES)}", _choices(ISOLATION_MODES)),
     Param("seed", (int,), "an integer >= 0", lambda v: v >= 0),
     Param("concurrency", (int,), "an integer from 1 to 16", lambda v: 1 <= v <= 16),

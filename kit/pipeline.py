@@ -202,7 +202,7 @@ def _check_run(params: dict[str, Any], folder: Path) -> list[str]:
 
     cfg = run.configure({**defaults("run"), **_declared("run", params)})
     if (folder / "manifest.json").is_file():
-        run.check_resume(cfg.params, orjson.loads((folder / "manifest.json").read_bytes()))
+        run.check_resume(cfg.params, orjson.loads((folder / "manifest.json").read_bytes()), cfg.arms)
     if cfg.params["endpoint"] == "real" and not os.environ.get(run.REAL[cfg.params["backend"]][1]):
         env = run.REAL[cfg.params["backend"]][1]
         raise ParamError("endpoint", f"'real' needs {env} in the environment", "embedded, or real with the key set")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import importlib.metadata
 import os
 import shutil
 import string
@@ -26,7 +27,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,6 +40,7 @@ from tqdm import tqdm
 
 from kit import design, provenance, tasks
 from kit.agents.base import TrialOutcome, TrialSpec
+from kit.agents.cli_common import resolve_binary, version
 from kit.design import Arm, ParamError, Slot
 from kit.layout import BatchDir, atomic_write, from_root, sha256_tree, write_json, write_text
 from kit.params import RUN, did_you_mean, validate
@@ -57,6 +59,8 @@ DEFAULT_PROFILE = {
     "codex": "openai-implicit",
     "claude": "anthropic",
 }
+# The backend option (and per-arm setting) naming each CLI backend's binary, and the binary's name.
+BINARIES = {"codex": ("codex_bin", "codex"), "claude": ("claude_bin", "claude")}
 # The kit/agents module that runs each backend's trials, imported on first use: the SDKs take seconds to
 # import, and checking a batch's parameters before anything is written (kit batch) needs none of them.
 RUNNERS = {"sdk-openai": "sdk", "sdk-anthropic": "sdk", "codex": "codex", "claude": "claude"}
@@ -68,7 +72,9 @@ IDENTITY = (
     "order",
     "backend",
     "endpoint",
+    "upstream_url",
     "model",
+    "retention",
     "isolation",
     "seed",
     "task_options",
@@ -97,6 +103,7 @@ class RunConfig:
     params: dict[str, Any]
     pack: tasks.TaskPack
     arms: dict[str, Arm]
+    warnings: tuple[str, ...] = ()  # what a reader must know before the batch runs (the manifest keeps them)
 
     @property
     def batch_dir(self) -> BatchDir:
@@ -142,11 +149,48 @@ def configure(values: dict[str, Any]) -> RunConfig:
         problem = f"unknown arm {unknown[0]!r} for task {params['task']!r}{did_you_mean(unknown[0], arms)}"
         raise ParamError("arms", problem, sorted(arms))
     design.schedule(params["arms"], 1, params["order"], "check", params["seed"], params["allow_blocked"])
+    _check_endpoint(params)
+    for name in params["arms"]:
+        _check_arm_settings(params, arms[name])
     if not params["batch"]:
         params["batch"] = f"{params['task']}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     if params["profile"] is None:
         params["profile"] = DEFAULT_PROFILE[params["backend"]]
-    return RunConfig(params, pack, arms)
+    models = [arms[name].model or params["model"] for name in params["arms"]]
+    warnings = design.retention_warnings(params["profile"], models, params["retention"])
+    return RunConfig(params, pack, arms, tuple(warnings))
+
+
+def _check_endpoint(params: dict[str, Any]) -> None:
+    """``upstream_url`` only where a proxy forwards to it, ``retention`` only where a request carries it; the URL
+    is kept as the proxy's origin: every client adds ``/v1`` itself, so a trailing ``/v1`` (as OPENAI_BASE_URL
+    names it) is dropped and ANTHROPIC_BASE_URL's form (no ``/v1``) is the same URL."""
+    if params["upstream_url"] is not None:
+        if params["endpoint"] != "real":
+            raise ParamError("upstream_url", "set, but endpoint is 'embedded' (nothing is forwarded)", "None")
+        url = params["upstream_url"].rstrip("/")
+        params["upstream_url"] = url[: -len("/v1")] if url.endswith("/v1") else url
+    if params["retention"] is not None and params["backend"] != "sdk-openai":
+        raise ParamError(
+            "retention",
+            f"backend {params['backend']!r} does not send prompt_cache_retention (its client decides)",
+            "None, or backend sdk-openai",
+        )
+
+
+def _check_arm_settings(params: dict[str, Any], arm: Arm) -> None:
+    """An arm's binary must exist and belong to the batch's backend (another backend would ignore it)."""
+    own = BINARIES.get(params["backend"], (None,))[0]
+    for key in ("codex_bin", "claude_bin"):
+        value = getattr(arm, key)
+        if value is None:
+            continue
+        if key != own:
+            problem = f"arm {arm.name!r} sets {key}, which backend {params['backend']!r} does not run"
+            raise ParamError(f"arm_defs.{arm.name}.{key}", problem, f"{own} or nothing" if own else "nothing")
+        if resolve_binary(value, BINARIES[params["backend"]][1]) is None:
+            problem = f"arm {arm.name!r}: binary {value!r} does not exist (not a file, not on PATH)"
+            raise ParamError(f"arm_defs.{arm.name}.{key}", problem, "an executable path or a name on PATH")
 
 
 def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
@@ -212,7 +256,7 @@ def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
     p = cfg.params
     if bd.manifest.exists():
         manifest = bd.read_manifest()
-        check_resume(p, manifest)
+        check_resume(p, manifest, cfg.arms)
         manifest["resumed_at"] = [*manifest.get("resumed_at", []), _now()]
     else:
         salt = p.get("salt") or design.new_salt()
@@ -226,6 +270,8 @@ def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
             "blocked": p["order"] == "blocked",
             "task": cfg.pack.describe(),
             "arms": {a: cfg.arms[a].to_dict() for a in p["arms"]},
+            "arm_settings": arm_settings(cfg),
+            "warnings": list(cfg.warnings),
             "isolation_parts": sorted(design.isolation_parts(p["isolation"])),
             "schedule": [s.__dict__ for s in slots],
             "same_arm_predecessors": design.same_arm_predecessors(slots),
@@ -236,15 +282,41 @@ def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
     return manifest
 
 
-def check_resume(params: dict[str, Any], manifest: dict[str, Any]) -> None:
-    """Refuse to resume a batch with parameters that define it changed (``IDENTITY``): its trials would
-    mix two designs. ``kit batch`` calls this before any kernel starts, the run stage again."""
+def check_resume(params: dict[str, Any], manifest: dict[str, Any], arms: Mapping[str, Arm]) -> None:
+    """Refuse to resume a batch with parameters that define it changed (``IDENTITY``, and each arm's own model,
+    effort and binary): its trials would mix two designs. ``kit batch`` calls this before any kernel starts,
+    the run stage again."""
     old = manifest["params"]
     changed = [k for k in IDENTITY if old.get(k) != params[k]]
     if changed:
         name = changed[0]
         problem = f"batch {params['batch']!r} exists with {name}={old.get(name)!r}"
         raise ParamError(name, problem, "the batch's own value")
+    for name in params["arms"]:
+        recorded = manifest["arms"][name]
+        for key, value in arms[name].settings().items():
+            if recorded.get(key) != value:
+                problem = f"batch {params['batch']!r} exists with arm {name!r} {key}={recorded.get(key)!r}"
+                raise ParamError(f"arm_defs.{name}.{key}", problem, "the batch's own value")
+
+
+def arm_settings(cfg: RunConfig) -> dict[str, dict[str, str | None]]:
+    """Per arm, what it ran with: model, effort, binary and the binary's version (``--version``, once per
+    distinct binary; the SDK package and its version on the SDK backends). The design table's rows."""
+    p = cfg.params
+    out = {}
+    for name in p["arms"]:
+        arm = cfg.arms[name]
+        if p["backend"] in BINARIES:
+            option, program = BINARIES[p["backend"]]
+            binary = resolve_binary(getattr(arm, option) or p["backend_options"].get(option), program)
+            found = version(binary) if binary else "not found"
+        else:
+            binary = "openai" if p["backend"] == "sdk-openai" else "anthropic"
+            found = importlib.metadata.version(binary)
+        effort = arm.effort or p["backend_options"].get("effort")
+        out[name] = {"model": arm.model or p["model"], "effort": effort, "binary": binary, "version": found}
+    return out
 
 
 def _needs_run(bd: BatchDir, slot: Slot, retry_failed: bool) -> bool:
@@ -296,15 +368,22 @@ def _prepare_workdirs(cfg: RunConfig, bd: BatchDir) -> dict[str, Path]:
 
 
 @contextlib.contextmanager
-def _provider(cfg: RunConfig, bd: BatchDir, salt: str) -> Iterator[tuple[str, Path | None]]:
+def _provider(cfg: RunConfig, bd: BatchDir, salt: str) -> Iterator[tuple[str, Path]]:
+    """The endpoint every trial talks to and its request log: the embedded provider, or for ``endpoint: real``
+    the recording proxy in front of ``upstream_url`` (None: each API's public endpoint), logging in the same
+    format to the same place, so parse, segments, the cache model and the warmth sweep read a real batch as
+    they read a simulated one. The key travels from the environment to the agent and through the proxy only."""
     p = cfg.params
+    log_path = bd.raw / "_provider" / "requests.jsonl"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     if p["endpoint"] == "real":
-        yield REAL[p["backend"]][0], None
+        from kit.provider import proxy
+
+        with proxy(upstream=p["upstream_url"], log_path=log_path) as running:
+            yield running.base_url, log_path
         return
     from kit.provider import serve
 
-    log_path = bd.raw / "_provider" / "requests.jsonl"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     with serve(
         profile=p["profile"],
         policy=cfg.pack.policy(),
@@ -331,21 +410,24 @@ def _api_key(cfg: RunConfig) -> str:
     return key
 
 
-def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url: str, log_path: Path | None) -> dict:
+def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url: str, log_path: Path) -> dict:
     p = cfg.params
     tdir = bd.trial(slot.trial_id)
     if tdir.exists():
         failed = (tdir / "meta.json").exists()
         _set_aside(bd, tdir, "failed" if failed else "incomplete")
     tdir.mkdir(parents=True)
+    arm = cfg.arms[slot.arm]
     parts = design.isolation_parts(p["isolation"])
-    if cfg.arms[slot.arm].control:
+    if arm.control:
         parts = set()  # the non-isolated control: same code path, isolation off
     embedded = p["endpoint"] == "embedded"
+    model = arm.model or p["model"]
+    binaries = {key: getattr(arm, key) for key in ("codex_bin", "claude_bin") if getattr(arm, key)}
     spec = TrialSpec(
         batch=p["batch"],
         trial_id=slot.trial_id,
-        arm=cfg.arms[slot.arm],
+        arm=arm,
         run=slot.run,
         order_index=slot.order_index,
         nonce=slot.nonce,
@@ -356,15 +438,16 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         prompts=tuple(cfg.pack.prompts_for(slot.run)),
         workdir=workdir,
         out_dir=tdir,
-        base_url=f"{base_url}/t/{slot.trial_id}" if embedded else base_url,
+        base_url=f"{base_url}/t/{slot.trial_id}",
         api_key=_api_key(cfg),
-        model=p["model"],
+        model=model,
         max_cycles=p["max_cycles"],
         timeout_s=p["timeout_s"],
-        effort=p["backend_options"].get("effort"),
-        options=p["backend_options"],
+        effort=arm.effort or p["backend_options"].get("effort"),
+        retention=p["retention"],
+        options={**p["backend_options"], **binaries},  # an arm's own binary wins (cli_common.find_binary)
     )
-    offset = log_path.stat().st_size if log_path and log_path.exists() else 0
+    offset = log_path.stat().st_size if log_path.exists() else 0
     started, t0 = _now(), time.perf_counter()
     try:
         outcome = runner(p["backend"])(p["backend"], spec)
@@ -372,7 +455,7 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         outcome = TrialOutcome(status="failed", reason=f"{type(exc).__name__}: {exc}")
         write_text(tdir / "error.txt", traceback.format_exc())
     wall = time.perf_counter() - t0
-    total = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl") if log_path else None
+    total = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl")
     grade = _grade(cfg.pack, slot.run, outcome) if outcome.status == "ok" else None
     write_text(tdir / "answer.md", "\n\n---\n\n".join(outcome.answers))
     meta = {
@@ -384,13 +467,15 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         "order_index": slot.order_index,
         "nonce": slot.nonce,
         "isolation": sorted(parts),
-        "control": cfg.arms[slot.arm].control,
+        "control": arm.control,
         # what the client really sent: Codex sends its own thread id, not the kit's key
         "prompt_cache_key": outcome.versions.get("prompt_cache_key", spec.prompt_cache_key),
         "cache_bust_tool": spec.cache_bust_tool,
         "backend": p["backend"],
         "endpoint": p["endpoint"],
-        "model": p["model"],
+        "model": model,
+        "effort": spec.effort,
+        "retention": p["retention"],
         "simulated": embedded,
         "workdir": str(workdir),
         "command": outcome.command,
@@ -404,7 +489,7 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         "cycles": outcome.cycles,
         "grade": grade.score if grade else None,
         "grade_detail": grade.detail if grade else "",
-        "transcripts": [*outcome.transcripts, *(["provider_log.jsonl"] if log_path else [])],
+        "transcripts": [*outcome.transcripts, "provider_log.jsonl"],
         "total_tokens": total,
     }
     write_json(tdir / "meta.json", redact(meta))  # written last: its presence marks the trial complete

@@ -35,6 +35,7 @@ class TrialSpec:
     api_key: str
     model: str
     effort: str | None = None
+    retention: str | None = None  # prompt_cache_retention to send (sdk-openai), None: not sent
     max_cycles: int = 40
     timeout_s: float = 600.0
     system_prompt: str = field(default_factory=lambda: SYSTEM_PROMPT)

@@ -88,7 +88,12 @@ def is_loopback(base_url: str) -> bool:
 
 def find_binary(spec: TrialSpec, option: str, name: str) -> str | None:
     """``spec.options[option]``, else the pinned CLI in ``.tools``, else ``name`` on PATH; None if absent."""
-    chosen = spec.options.get(option)
+    return resolve_binary(spec.options.get(option), name)
+
+
+def resolve_binary(chosen: str | None, name: str) -> str | None:
+    """``chosen`` (a path, or a name on PATH), else the pinned CLI ``name`` in ``.tools``, else ``name`` on PATH;
+    None if absent. The run stage checks an arm's binary with it before anything is written."""
     if chosen:
         path = Path(str(chosen)).expanduser()
         return str(path.resolve()) if path.exists() else shutil.which(str(chosen))

@@ -89,6 +89,8 @@ class _OpenAIResponses:
             extra["prompt_cache_key"] = self.spec.prompt_cache_key
         if self.spec.effort:
             extra["reasoning"] = {"effort": self.spec.effort}
+        if self.spec.retention:  # docs/method.md#retention: how long the API may keep the prefix
+            extra["prompt_cache_retention"] = self.spec.retention
         return self.client.responses.create(
             model=self.spec.model,
             instructions=_system_text(self.spec),

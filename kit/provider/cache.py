@@ -157,6 +157,7 @@ _FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {  # key -> (YAML typ
     "max_writes": ((int, type(None)), False),
     "implicit_breakpoint": (bool, False),
     "block_size": (int, False),
+    "retention": (dict, False),  # which retentions a model is offered: read by kit.design.retention_offered
 }
 _CHECKED = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 

@@ -31,6 +31,7 @@ KEYS = (
     "profile",
     "domain",
     "prompt_cache_key",
+    "prompt_cache_retention",  # what the request asked for (OpenAI); the profile models one retention
     "trial_id",
     "response_id",
     "usage",

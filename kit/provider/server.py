@@ -286,7 +286,8 @@ class ProviderApp:
         headers = self.headers({"request-id" if api.anthropic else "x-request-id": request_id})
         try:
             body = _load_json(await _read_body(request, self.max_body_bytes, self.body_timeout_s))
-            fields.update(model=body.get("model"), stream=body.get("stream") is True)
+            retention = body.get("prompt_cache_retention")
+            fields.update(model=body.get("model"), stream=body.get("stream") is True, prompt_cache_retention=retention)
             parsed = api.parse(body, seed=self.seed, trial_id=trial_id)
             fields["prompt_cache_key"] = parsed.prompt_cache_key
             segments = api.segments(self.counter, body)

@@ -135,10 +135,16 @@ def _namespaces(tools: list) -> list[tuple[str, str, dict]]:
     return found
 
 
+RETENTIONS = ("in_memory", "24h")  # prompt_cache_retention's values (openai-python 3.57)
+
+
 def _common(body: dict) -> tuple[str, bool, str | None]:
     model = expect(body.get("model"), str, "model")
     stream = bool(expect(body.get("stream"), bool, "stream", required=False))
     key = expect(body.get("prompt_cache_key"), str, "prompt_cache_key", required=False)
+    retention = expect(body.get("prompt_cache_retention"), str, "prompt_cache_retention", required=False)
+    if retention not in (None, *RETENTIONS):  # the log records it; the cache profile models one retention
+        raise RequestError("prompt_cache_retention", f"expected one of {', '.join(RETENTIONS)}, got {retention!r}")
     return model, stream, key
 
 
