@@ -158,7 +158,7 @@ def analyze_batches(
     if trials["grade"].notna().any():
         metrics_used.append("grade")
     opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed, "allow_stitch": allow_stitch}
-    ratios = stats.ratios(trials, baseline, arms, metrics_used, **opts)
+    ratios = stats.ratios(trials, baseline, arms, metrics_used, matched=matched_runs(data["manifests"]), **opts)
     ratios["simulated"] = design["simulated"]
     others = [a for a in arms if a != baseline]
     sweep = data["segments"].assign(segments=data["segments"]["segments_json"].map(orjson.loads))
@@ -187,7 +187,7 @@ def analyze_batches(
         "window_tokens": window_tokens,
     }
     result["savings"] = savings(trials, baseline, others, confidence=confidence, n_resamples=n_resamples, seed=seed)
-    invariance = _warmth_invariance(trials, baseline, others, seed)
+    invariance = _warmth_invariance(trials, baseline, others, confidence)
     result["warmth_invariance"] = invariance
     result["warnings"] += [
         f"uncached {r['arm']} vs {r['baseline']}: {r['verdict']}" + (f" ({r['reason']})" if r["reason"] else "")
@@ -229,12 +229,21 @@ def savings(
     return pd.DataFrame(rows)
 
 
-def _warmth_invariance(trials: pd.DataFrame, baseline: str, others: list[str], seed: int) -> pd.DataFrame:
+def _warmth_invariance(trials: pd.DataFrame, baseline: str, others: list[str], confidence: float) -> pd.DataFrame:
     """docs/method.md#replication: does each uncached ratio move with the batches' hit rates? (needs >= 3 batches)."""
-    keys = ["arm", "baseline", "n_batches", "spearman_rho", "p_value", "has_control", "control_hit_rate",
-            "isolated_hit_rate", "claim_ok", "reason", "verdict"]  # fmt: skip
-    rows = [stats.warmth_invariance(trials, arm, baseline, seed=seed) for arm in others]
+    keys = ["arm", "baseline", "n_batches", "slope", "slope_lower", "slope_upper", "dependence", "has_control",
+            "control_hit_rate", "isolated_hit_rate", "claim_ok", "reason", "verdict"]  # fmt: skip
+    rows = [stats.warmth_invariance(trials, arm, baseline, confidence=confidence) for arm in others]
     return pd.DataFrame([{k: r[k] for k in keys} for r in rows], columns=keys)
+
+
+def matched_runs(manifests: list[dict]) -> bool:
+    """Whether run i asked the same question in every arm: the pack has a bank of prompts (``n_prompts`` > 1).
+
+    Only then may trials pair by run (docs/method.md#intervals); a single prompt repeated makes runs
+    independent, and pairing them by index widens the interval for nothing.
+    """
+    return all(int((m.get("task") or {}).get("n_prompts") or 1) > 1 for m in manifests)
 
 
 def _warnings(design: dict) -> list[str]:

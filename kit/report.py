@@ -21,7 +21,7 @@ from pathlib import Path
 import mistune
 import pandas as pd
 
-from kit import occupancy_block
+from kit import occupancy_block, stats
 from kit.layout import write_text
 from kit.plots import METRIC_LABELS, grade_summary, n_per_arm
 
@@ -120,14 +120,17 @@ def _ratio_phrase(row: pd.Series, what: str) -> str:
     if est == 1:
         sentence, bounds = f"{arm} feeds as many {what} as {baseline} (ratio 1.00", (lo, hi)
     elif est < 1:
-        sentence = f"{arm} feeds {1 / est:.2f}× fewer {what} than {baseline} ("
+        sentence = f"{arm} feeds {1 / est:.2f}× fewer {what} than {baseline} (ratio {est:.2f}; "
         bounds = (1 / hi if hi else math.inf, 1 / lo if lo else math.inf)
     else:
-        sentence, bounds = f"{arm} feeds {est:.2f}× more {what} than {baseline} (", (lo, hi)
+        sentence, bounds = f"{arm} feeds {est:.2f}× more {what} than {baseline} (ratio {est:.2f}; ", (lo, hi)
     if any(math.isnan(b) for b in bounds):
-        ci = f"{conf_text} not available"
+        few = str(row.get("small_n")).lower() in ("true", "1", "1.0")
+        ci = f"{conf_text} not available" + (": fewer than 5 runs per arm" if few else "")
     else:
         ci = f"{conf_text} {bounds[0]:.2f}–{bounds[1]:.2f}"
+        if str(row.get("bound_beyond_data")).lower() in ("true", "1", "1.0"):
+            ci += ", capped where these runs end: no resample of them gives a ratio beyond it"
         if lo <= 1 <= hi:
             ci += ", which includes no difference"
     return sentence + ("; " if est == 1 else "") + ci
@@ -169,6 +172,30 @@ def uncached_sentences(ratios: pd.DataFrame, design: dict) -> list[str]:
             "not the provider's cache."
         )
     return sentences
+
+
+def runs_needed_sentences(ratios: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
+    """How many runs per arm this effect needs, at the spread these trials showed (docs/method.md#planning)."""
+    out = []
+    for _, row in _metric_rows(ratios, "total_tokens").iterrows():
+        est = _num(row.get("estimate"))
+        if math.isnan(est) or est == 1 or "arm" not in trials.columns:
+            continue
+        pilot = trials[trials["arm"].isin([row["arm"], row["baseline"]])]
+        try:
+            opts = {"pilot": pilot, "arm": row["arm"], "baseline": row["baseline"]}
+            detect, resolve = stats.plan(effect=est, **opts), stats.plan(precision=1.5, **opts)
+        except stats.ParamError:
+            continue
+        out.append(
+            f"Runs needed ({row['arm']} vs {row['baseline']}, total tokens, at the CVs seen here: "
+            f"{detect.cv_arm:.2f} and {detect.cv_baseline:.2f}): to tell this effect (ratio {est:.2f}) from no "
+            f"difference you need about {detect.runs_per_arm} runs per arm, to resolve it to "
+            f"±{resolve.plus_minus - 1:.0%} (x/÷{resolve.plus_minus:.2f}) about {resolve.runs_per_arm}; "
+            f"this comparison has {_num(row.get('n_arm')):.0f} and {_num(row.get('n_baseline')):.0f} "
+            "(median assurance, kit.stats.plan)."
+        )
+    return out
 
 
 def _ratios_from_headline(headline: pd.DataFrame, design: dict) -> pd.DataFrame:
@@ -485,6 +512,7 @@ def write_report(
     lines += [f"# Token-cost report: {batch_text}", ""]
     totals = total_sentences(ratios, design, headline) or ["No total-token comparison between arms is available."]
     lines += [f"**{s}**" for s in totals] + [""]
+    lines += [" ".join(needed), ""] if (needed := runs_needed_sentences(ratios, trials)) else []
     uncached = uncached_sentences(ratios, design)
     if uncached:
         lines += [" ".join(uncached), ""]

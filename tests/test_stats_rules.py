@@ -1,0 +1,170 @@
+"""kit.stats's rules from issue #16: validated inputs, no interval below 5 runs, bounds the data support,
+a warmth slope that three batches can resolve, the run planner and the stop rule."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kit import stats
+from kit.analyze import matched_runs
+from kit.design import ParamError
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "outputs" / "examples" / "batch-read" / "analysis" / "trials.csv"
+
+
+def batch(n: int, *, seed: int = 0, ratio: float = 0.5, cv: float = 0.3, name: str = "b0") -> pd.DataFrame:
+    """``n`` independent lognormal runs per arm (one prompt repeated): arm ``a`` is ``ratio`` times ``b``."""
+    rng = np.random.default_rng(seed)
+    s = math.sqrt(math.log1p(cv**2))
+    rows = [
+        {"batch": name, "arm": arm, "run": run, "status": "ok", "total_tokens": scale * rng.lognormal(10, s)}
+        for arm, scale in (("a", ratio), ("b", 1.0))
+        for run in range(n)
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ({"confidence": 1.5}, "confidence"),
+        ({"confidence": 0}, "confidence"),
+        ({"n_resamples": 0, "method": "bootstrap-t"}, "n_resamples"),  # the analytic default never resamples
+        ({"n_resamples": 500, "method": "BCa"}, "n_resamples"),
+    ],
+)
+def test_bad_options_name_the_parameter(options, name):
+    with pytest.raises(ParamError, match=f"parameter '{name}'"):
+        stats.ratio(batch(6), "total_tokens", "a", "b", **options)
+
+
+@pytest.mark.parametrize("bad", [-5.0, math.inf])
+def test_negative_or_infinite_totals_are_refused(bad):
+    trials = batch(6)
+    trials.loc[0, "total_tokens"] = bad
+    with pytest.raises(ParamError, match="negative or infinite"):
+        stats.ratio(trials, "total_tokens", "a", "b")
+
+
+def test_no_interval_below_five_runs_and_a_warning_below_ten():
+    two = stats.ratio(batch(2), "total_tokens", "a", "b")
+    assert math.isnan(two["lower"]) and math.isnan(two["upper"]) and two["small_n"]
+    assert "too few runs" in two["note"] and np.isfinite(two["estimate"])
+    five = stats.ratio(batch(5), "total_tokens", "a", "b")
+    assert np.isfinite(five["lower"]) and "fewer than 10 runs" in five["note"]
+    ten = stats.ratio(batch(10), "total_tokens", "a", "b")
+    assert "fewer than 10" not in ten["note"]
+    assert math.isnan(stats.mean_interval([1.0, 2.0, 3.0])["lower"])
+
+
+def test_one_huge_outlier_gives_a_bound_the_data_support():
+    trials = batch(8, seed=3)
+    trials.loc[trials.index[0], "total_tokens"] *= 1_000  # one runaway trial in arm a
+    row = stats.ratio(trials, "total_tokens", "a", "b")
+    assert row["lower"] >= row["resample_min"] and row["upper"] <= row["resample_max"]
+    assert row["upper"] < 1e4  # was 2.1e7 before the cap
+
+
+def test_batch_read_example_headline_stays_within_its_data():
+    """The committed example's '3.11x fewer (95% CI 1.45-76.63)' reached 11x past its runs' 6.8x."""
+    trials = pd.read_csv(EXAMPLE)
+    row = stats.ratio(trials, "total_tokens", "batching", "placebo")
+    a = trials.loc[trials["arm"] == "batching", "total_tokens"]
+    b = trials.loc[trials["arm"] == "placebo", "total_tokens"]
+    assert row["resample_min"] == pytest.approx(a.min() / b.max())
+    assert row["resample_max"] == pytest.approx(a.max() / b.min())
+    assert row["resample_min"] <= row["lower"] < row["estimate"] < row["upper"] <= row["resample_max"]
+    assert 1 / row["lower"] < 7  # at most the 6.8x fewer any resample of these runs gives
+    assert row["paired"] is False  # one prompt repeated: run indexes match nothing
+
+
+def test_pairing_needs_a_matched_design():
+    assert matched_runs([{"task": {"task": "terse", "n_prompts": 12}}])
+    assert not matched_runs([{"task": {"task": "batch-read"}}])
+    assert not matched_runs([{"task": {"n_prompts": 12}}, {"task": {"n_prompts": 1}}])
+
+
+def warmth(ratios: list[float], hits: list[float], runs: int = 5, spread: float = 0.1) -> pd.DataFrame:
+    """Batches whose uncached ratio is ``ratios[i]`` at hit rate ``hits[i]``, runs spread by ``spread``, a control."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for i, (q, hit) in enumerate(zip(ratios, hits, strict=True)):
+        for arm, mean in (("a", 1000 * q), ("b", 1000.0)):
+            noise = rng.normal(0, spread, runs)
+            for run, uncached in enumerate(mean * (1 + noise - noise.mean())):
+                inp = uncached / (1 - hit)
+                rows.append(
+                    {"batch": f"w{i}", "arm": arm, "run": run, "status": "ok", "control": False, "input_tokens": inp,
+                     "cache_read_tokens": inp - uncached, "uncached_input_tokens": uncached}
+                )  # fmt: skip
+        rows.append(
+            {"batch": f"w{i}", "arm": "c", "run": 0, "status": "ok", "control": True, "input_tokens": 10_000,
+             "cache_read_tokens": 9_000, "uncached_input_tokens": 1_000}
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_three_batches_falling_with_warmth_are_warmth_dependent():
+    """Issue #16: 0.73 -> 0.58 -> 0.47 as the hit rate rose 3% -> 26% -> 67% read 'no detectable dependence'."""
+    out = stats.warmth_invariance(warmth([0.73, 0.58, 0.47], [0.03, 0.26, 0.67]), "a", "b")
+    assert out["n_batches"] == 3 and out["claim_ok"]
+    assert out["dependence"] == "dependent" and out["verdict"].startswith("warmth-dependent")
+    assert out["slope_upper"] < 0
+    assert out["per_batch"]["hit_rate"].round(2).tolist() == [0.03, 0.26, 0.67]
+
+
+def test_flat_ratios_are_invariant_only_when_the_slope_is_pinned_down():
+    flat = stats.warmth_invariance(warmth([0.6, 0.6, 0.6], [0.1, 0.5, 0.9], spread=0.01), "a", "b")
+    assert flat["dependence"] == "invariant"
+    assert flat["slope_lower"] > -stats.MATERIAL_SLOPE and flat["slope_upper"] < stats.MATERIAL_SLOPE
+    noisy = stats.warmth_invariance(warmth([0.6, 0.6, 0.6], [0.1, 0.15, 0.2], spread=0.5), "a", "b")
+    assert noisy["dependence"] == "undetermined"
+
+
+def test_plan_matches_the_simulated_runs():
+    """bench/known_truth.md#planner: 48 runs per arm for CV 0.5 at upper/lower 1.5 (simulation: 46-48)."""
+    p = stats.plan(cv=0.5, precision=1.5)
+    assert 43 <= p.runs_per_arm <= 50
+    assert stats.plan(cv=0.5, precision=1.5, assurance=0.8).runs_per_arm > p.runs_per_arm
+    assert stats.plan(cv=0.5, effect=1.3, assurance=0.8).runs_per_arm == pytest.approx(57, rel=0.15)
+    with pytest.raises(AttributeError):
+        p.runs_per_arm = 3  # a frozen record
+    assert "you need about" in p.sentence() and "x/÷1.22" in p.sentence()
+
+
+def test_plan_from_a_pilot_and_for_params():
+    pilot = batch(40, cv=0.5)
+    p = stats.plan(pilot=pilot, precision=2.0, arm="a", baseline="b")
+    assert 0.35 < p.cv_arm < 0.65 and "pilot of 40" in p.source
+    line = stats.plan_for_params({"runs_per_arm": 5}, cv=0.5, precision=1.5)
+    assert line.startswith("to resolve a ratio to x/÷1.22") and "this batch plans 5 runs per arm" in line
+    with pytest.raises(ParamError, match="precision/effect"):
+        stats.plan(cv=0.5)
+    with pytest.raises(ParamError, match="'cv'"):
+        stats.plan(precision=1.5)
+
+
+def test_stop_rule():
+    rule = {"precision": 2.0, "max_runs_per_arm": 40}
+    early = stats.should_continue(batch(6, cv=0.1), "a", "b", rule)
+    assert early.add_block and "looks from 10" in early.reason
+    tight = stats.should_continue(batch(12, cv=0.1), "a", "b", rule)
+    assert not tight.add_block and tight.reason.startswith("precision reached")
+    wide = stats.should_continue(batch(12, cv=1.0, seed=2), "a", "b", rule)
+    assert wide.add_block
+    capped = stats.should_continue(batch(40, cv=3.0, seed=2), "a", "b", {"precision": 1.01, "max_runs_per_arm": 40})
+    assert not capped.add_block and "max_runs_per_arm" in capped.reason
+    clear = stats.should_continue(batch(10, ratio=0.3), "a", "b", {"exclude_one": True, "max_runs_per_arm": 40})
+    assert not clear.add_block and "anytime-valid" in clear.reason
+    with pytest.raises(ParamError, match="'stop'"):
+        stats.should_continue(batch(10), "a", "b", {"precision": 2.0})
+
+
+def test_look_confidence_spends_alpha_once():
+    levels = [stats.look_confidence(k) for k in range(1, 10_000)]
+    assert levels[0] > 0.95 and sum(1 - c for c in levels) < 0.05
