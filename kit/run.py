@@ -293,7 +293,7 @@ def check_resume(params: dict[str, Any], manifest: dict[str, Any], arms: Mapping
         problem = f"batch {params['batch']!r} exists with {name}={old.get(name)!r}"
         raise ParamError(name, problem, "the batch's own value")
     for name in params["arms"]:
-        recorded = manifest["arms"][name]
+        recorded = (manifest.get("arms") or {}).get(name) or {}
         for key, value in arms[name].settings().items():
             if recorded.get(key) != value:
                 problem = f"batch {params['batch']!r} exists with arm {name!r} {key}={recorded.get(key)!r}"

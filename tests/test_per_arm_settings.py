@@ -85,3 +85,12 @@ def test_binary_vs_binary_on_codex_records_both_binaries(tmp_path):
     assert rows.loc["batching", "version"] == rows.loc["placebo", "version"] == cli_common.version(str(CODEX))
     metas = {m["arm"]: m for m in (json.loads(p.read_text()) for p in folder.glob("raw/*/meta.json"))}
     assert metas["batching"]["versions"]["codex_bin"] == str(wrapper)
+
+
+def test_a_shared_cacheable_first_prefix_labels_uncached_ratios_diagnostic():
+    codex = {"shared_first_prefix_tokens": 1256, "profile": "openai-implicit", "model": "gpt-5.4"}
+    label = design_table.shared_prefix_label(codex)
+    assert label.startswith("diagnostic:") and "1,256 tokens" in label and "docs/method.md#isolation" in label
+    assert design_table.shared_prefix_label({**codex, "shared_first_prefix_tokens": 0}) is None
+    assert design_table.shared_prefix_label({**codex, "shared_first_prefix_tokens": 900}) is None  # never cacheable
+    assert design_table.shared_prefix_label({"shared_first_prefix_tokens": None}) is None
