@@ -116,7 +116,7 @@ _CLI_OPTIONS = _SHARED_OPTIONS | {"home_root", "keep_home"}
 BACKEND_OPTIONS = {
     "sdk-openai": _SHARED_OPTIONS,
     "sdk-anthropic": _SHARED_OPTIONS,
-    "codex": _CLI_OPTIONS | {"codex_bin"},
+    "codex": _CLI_OPTIONS | {"codex_bin", "code_mode"},
     "claude": _CLI_OPTIONS | {"claude_bin", "claude_cache_ttl", "claude_tool_search"},
 }
 
@@ -152,6 +152,7 @@ def configure(values: dict[str, Any]) -> RunConfig:
     _check_endpoint(params)
     for name in params["arms"]:
         _check_arm_settings(params, arms[name])
+        _check_user_files_kept(params, arms[name])
     if not params["batch"]:
         params["batch"] = f"{params['task']}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     if params["profile"] is None:
@@ -159,6 +160,14 @@ def configure(values: dict[str, Any]) -> RunConfig:
     models = [arms[name].model or params["model"] for name in params["arms"]]
     warnings = design.retention_warnings(params["profile"], models, params["retention"])
     return RunConfig(params, pack, arms, tuple(warnings))
+
+
+def _check_user_files_kept(params: dict[str, Any], arm: Arm) -> None:
+    """On a user's repository an instruction written as AGENTS.md / CLAUDE.md would replace the repository's own
+    files in the working copy, so the arm must inject it instead (docs/method.md#controls)."""
+    if params["task_options"].get("repo") and arm.placement == "agents_file" and arm.instruction:
+        problem = f"arm {arm.name!r} would overwrite the repository's own AGENTS.md / CLAUDE.md (placement agents_file)"
+        raise ParamError(f"arm_defs.{arm.name}.placement", problem, "developer_instructions on a user repository")
 
 
 def _check_endpoint(params: dict[str, Any]) -> None:
@@ -344,11 +353,11 @@ def work_root(bd: BatchDir) -> Path:
     from the batch folder, so a resumed batch gets the same paths; fixtures are regenerated if gone.
     """
     tag = hashlib.sha256(str(bd.root.resolve()).encode()).hexdigest()[:10]
-    return Path(tempfile.gettempdir()) / f"w{tag}" / "work"
+    return Path(tempfile.gettempdir()) / f"w{tag}"
 
 
 def _prepare_workdirs(cfg: RunConfig, bd: BatchDir) -> dict[str, Path]:
-    """One fixture copy per arm at an anonymised path (work/repo_a, work/repo_b …; docs/method.md#controls)."""
+    """One fixture copy per arm at an anonymised path (repo_a, repo_b …; docs/method.md#controls)."""
     out = {}
     root = work_root(bd)
     for letter, arm_name in zip(string.ascii_lowercase, cfg.params["arms"], strict=False):

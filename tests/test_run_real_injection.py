@@ -92,3 +92,13 @@ def test_user_repo_instruction_is_injected_and_its_own_files_stay(tmp_path, user
         assert not any(other in t for t in texts)
         own = OWN["AGENTS.md" if backend == "codex" else "CLAUDE.md"]
         assert own.splitlines()[-1] in texts[0]  # the repository's own file is what the CLI loaded
+
+
+def test_an_arm_written_as_agents_file_on_a_user_repo_is_refused_before_anything_is_written(tmp_path, user_repo):
+    params = pipeline.load_params(str(ROOT / "params/demo.yaml"))
+    params.update(outputs_dir=str(tmp_path / "outputs"), batch="real", runs_per_arm=1)
+    params["task_options"] = {"repo": str(user_repo)}
+    params["arm_defs"] = {"batching": {"placement": "agents_file"}}
+    with pytest.raises(run.ParamError, match=r"arm_defs\.batching\.placement.*overwrite"):
+        run.configure(params)
+    assert not (tmp_path / "outputs").exists()
