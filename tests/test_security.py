@@ -170,7 +170,7 @@ def test_no_key_material_in_a_batch_on_any_backend(tmp_path, planted, backend):
     folder = _every_stage_in_process(params)
     assert {m["status"] for m in (json.loads(p.read_text()) for p in folder.glob("raw/*/meta.json"))} == {"ok"}
     assert (folder / "raw/_provider/requests.jsonl").stat().st_size > 0 and (folder / "report.html").exists()
-    assert assert_no_key_material(folder, run.work_root(BatchDir(folder)).parent) > 10
+    assert assert_no_key_material(folder, run.work_root(BatchDir(folder))) > 10
 
 
 def test_no_key_material_in_the_notebooks_and_html_exports(tmp_path, planted):
@@ -187,7 +187,7 @@ def test_no_key_material_in_a_full_papermill_batch_on_any_backend(tmp_path, plan
     if backend in ("codex", "claude"):
         params.update(model="sim-model", runs_per_arm=1)
     folder = pipeline.execute(params, progress=False)
-    assert assert_no_key_material(folder, run.work_root(BatchDir(folder)).parent) > 20
+    assert assert_no_key_material(folder, run.work_root(BatchDir(folder))) > 20
 
 
 def test_a_key_given_to_a_trial_is_masked_in_what_is_recorded(tmp_path, planted):
