@@ -291,7 +291,12 @@ def occupancy(history: History, window_tokens: int = occ.WINDOW_TOKENS) -> pd.Da
     if history.requests.empty:
         return pd.DataFrame(columns=occ.COLUMNS)
     req = history.requests.drop(columns=COSTS)
-    return occ.occupancy(req, history.tool_results, events=history.events, window_tokens=window_tokens)
+    # Only the columns it reads, text as plain objects: it selects each request's results from its session's
+    # (a boolean index per request), and Arrow-backed text columns cost ~50 µs each per selection.
+    keys = ["batch", "arm", "run", "trial_id"]
+    res = history.tool_results[[*keys, "cycle", "category", "chars"]]
+    res = res.astype({c: object for c in ("batch", "arm", "trial_id", "category")})
+    return occ.occupancy(req, res, events=history.events, window_tokens=window_tokens)
 
 
 def occupancy_blocks(occupancy_rows: pd.DataFrame, window_tokens: int, sessions_: list[str]) -> dict[str, str]:

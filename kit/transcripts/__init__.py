@@ -16,6 +16,7 @@ them from meta.json.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections import Counter
@@ -106,10 +107,16 @@ def _files(paths: Paths) -> list[Path]:
     found = []
     for item in map(Path, items):
         if item.is_dir():
-            found += map(Path, sorted(_walk(str(item)), key=lambda name: name.split(os.sep)))
+            found += map(_path, sorted(_walk(str(item)), key=lambda name: name.split(os.sep)))
         else:
             found.append(item)
     return found
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _path(name: str) -> Path:
+    """``Path(name)``, kept: pathlib parses each name anew, the largest cost of listing an unchanged history."""
+    return Path(name)
 
 
 def _walk(folder: str) -> Iterator[str]:
@@ -146,18 +153,20 @@ def _groups(
     issues: Issues,
     known: Callable[[Path], str] = detect,
     head: Callable[[Path], str] | None = None,
+    size: Callable[[Path], int] | None = None,
 ) -> tuple[dict[str, list[Path]], dict[str, int]]:
     """The files to read by format (``known`` tells a file's format: ``detect``, or the parse cache's record),
     skipping a file whose content was already given (reported), and each file's place in the row order.
-    ``head``: the hash of a file's first block (``_head``; the parse cache remembers it per unchanged file)."""
+    ``head``: the hash of a file's first block (``_head``; the parse cache remembers it per unchanged file);
+    ``size``: a file's size (``_size``; the parse cache has it from its own check)."""
     groups: dict[str, list[Path]] = {}
     order: dict[str, int] = {}
     digests: dict[object, Path] = {}
-    head = head or _head
-    shared = _shared(files, head)
+    head, size = head or _head, size or _stat_size
+    shared = _shared(files, head, size)
     for path in files:
         try:
-            digest = _digest(path, shared, head)
+            digest = _digest(path, shared, head, size)
             if digest in digests:
                 issues.add(path, 0, f"duplicate of {digests[digest]} (same content); counted once")
                 continue
@@ -178,7 +187,7 @@ def _groups(
 FIRST_BLOCK = 1 << 16
 
 
-def _shared(files: list[Path], head: Callable[[Path], str]) -> set[object]:
+def _shared(files: list[Path], head: Callable[[Path], str], size: Callable[[Path], int]) -> set[object]:
     """The sizes, and (size, first-block hash) pairs, that more than one file has: only such files can be copies.
 
     Hashing every file would read a whole corpus once more before parsing it; most files differ in size,
@@ -187,7 +196,7 @@ def _shared(files: list[Path], head: Callable[[Path], str]) -> set[object]:
     sized = []
     for path in files:
         with suppress(OSError):
-            sized.append((path, path.stat().st_size))
+            sized.append((path, size(path)))
     counts = Counter(size for _, size in sized)
     shared: set[object] = {size for size, count in counts.items() if count > 1}
     heads: set[tuple[int, str]] = set()
@@ -199,24 +208,28 @@ def _shared(files: list[Path], head: Callable[[Path], str]) -> set[object]:
     return shared
 
 
+def _stat_size(path: Path) -> int:
+    return os.stat(path).st_size
+
+
 def _head(path: Path) -> str:
     with open(path, "rb") as handle:
         return hashlib.sha256(handle.read(FIRST_BLOCK)).hexdigest()
 
 
-def _digest(path: Path, shared: set[object], head: Callable[[Path], str]) -> object:
+def _digest(path: Path, shared: set[object], head: Callable[[Path], str], size: Callable[[Path], int]) -> object:
     """What identifies the file's content, for spotting the same transcript given twice; None if empty.
 
     The size where no other file has it, else the hash of the first block where no other file of that
     size starts the same, else the hash of the whole content (streamed).
     """
-    size = path.stat().st_size
-    if size == 0:
+    length = size(path)
+    if length == 0:
         return None
-    if size not in shared:
-        return ("size", size)
+    if length not in shared:
+        return ("size", length)
     first = head(path)
-    if (size, first) not in shared:
-        return ("head", size, first)
+    if (length, first) not in shared:
+        return ("head", length, first)
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()

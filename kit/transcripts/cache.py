@@ -315,18 +315,31 @@ def _chunks(items: list[tuple[str, Path, int]], n: int) -> list[list[tuple[str, 
     return chunks
 
 
+def _shared_work(chunks: list[list[tuple[str, str]]], tools: bool, n: int) -> list:
+    """``_read_chunk`` of every chunk, by ``n - 1`` worker processes and this one, in chunk order.
+
+    This process would otherwise wait, then decode what the workers send back while they finish; so it
+    reads chunks too, taking them from the end of the queue as long as no worker has started them
+    (``Future.cancel``), which balances the work however the file sizes fall. Workers are forked: they
+    start at once with the kit imported (a spawned one would import pandas again).
+    """
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=n - 1, mp_context=context) as pool:
+        futures = [pool.submit(_read_chunk, chunk, tools) for chunk in chunks]
+        mine: dict[int, tuple] = {}
+        for index in reversed(range(len(chunks))):
+            if not futures[index].cancel():
+                break
+            mine[index] = _read_chunk(chunks[index], tools)
+        return [mine[i] if i in mine else futures[i].result() for i in range(len(chunks))]
+
+
 def _read_pass(items: list[tuple[str, Path, Key]], tools: bool) -> tuple[str, Segment, dict[str, Piece]]:
     """Read ``items`` (format, path, key), in parallel processes where that pays, as one new segment."""
     sized = [(fmt, path, key[0]) for fmt, path, key in items]
     n = workers(sum(size for *_, size in sized))
     chunks = _chunks(sized, n * CHUNKS_PER_WORKER if n > 1 else 1)
-    if n > 1 and len(chunks) > 1:
-        # fork: the workers start at once with the kit already imported (a spawned one re-imports pandas)
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=min(n, len(chunks)), mp_context=context) as pool:
-            results = list(pool.map(_read_chunk, chunks, [tools] * len(chunks)))
-    else:
-        results = [_read_chunk(chunk, tools) for chunk in chunks]
+    results = _shared_work(chunks, tools, n) if n > 1 and len(chunks) > 1 else [_read_chunk(c, tools) for c in chunks]
     keys = {str(path): key for _, path, key in items}
     name, pieces, at, tool_at = _name(), {}, 0, 0
     for req, tool, metas in results:
@@ -475,14 +488,23 @@ def _tool_take(piece: Piece, kept: list[int] | None, path: str) -> _Take:
 # --- the entry point ---------------------------------------------------------------------------------------
 
 
-def _check_folder(folder: Path | None, files: Sequence[Path]) -> None:
+def _check_folder(folder: str | Path | None, files: Sequence[str]) -> None:
     """The cache never goes into a transcript folder (raw artifacts are never modified)."""
     if folder is None:
         return
     where = str(Path(folder).expanduser().resolve())
-    for parent in {os.path.dirname(os.path.abspath(p)) for p in files}:
+    for parent in {os.path.abspath(d) for d in {os.path.dirname(p) for p in files}}:
         if where == parent or where.startswith(parent + os.sep):
             raise ValueError(f"cache folder {folder} is inside the transcript folder {parent}; choose another")
+
+
+def _keys(names: list[str]) -> dict[str, Key]:
+    """``file_key`` of every file that can be opened (one that cannot is reported by the grouping)."""
+    keys: dict[str, Key] = {}
+    for name in names:
+        with suppress(OSError):
+            keys[name] = file_key(name)
+    return keys
 
 
 def tables(
@@ -491,20 +513,42 @@ def tables(
     """``kit.transcripts.tables`` through the cache (``cache`` None: the parallel read alone, nothing kept).
 
     ``tool_paths`` adds each tool result's ``source_path`` (NA for Codex exec JSON, read across files),
-    which the canonical table leaves out: a history's sessions need their own tool results.
+    which the canonical table leaves out: a history's sessions need their own tool results. When the
+    same files have the same keys as in the previous call (``Store.memo``), that call's tables are
+    returned (and its issues reported again) without grouping or assembling anything.
     """
-    from kit import transcripts
-
-    _check_folder(cache, files)
     st = store(cache)
     issues = Issues(strict=strict)
-    keys: dict[str, Key] = {}
-    for path in files:
-        with suppress(OSError):  # reported by the grouping below, as without a cache
-            keys[str(path)] = file_key(path)
+    names = [str(p) for p in files]
+    keys = _keys(names)
+    signature = (tuple(names), tuple(keys.get(n) for n in names), format, tools)
+    if st.memo is not None and st.memo[0] == signature:
+        requests, tool_frame, attrs, found = st.memo[1:]
+        for item in found:
+            issues.add(item["source_path"], item["source_line"], item["reason"])
+    else:
+        _check_folder(cache, names)  # before anything is written
+        requests, tool_frame, attrs, memo = _tables(files, format, tools, st, keys, issues)
+        st.memo = (signature, requests, tool_frame, attrs, list(issues.items)) if memo else None
+    attrs = {**attrs, "issues": issues.items}
+    requests, tool_frame = requests.copy(deep=False), tool_frame.copy(deep=False)  # copy-on-write (pandas 3)
+    if not tool_paths:
+        tool_frame = tool_frame.drop(columns="source_path")
+    requests.attrs = {k: Shared(v) for k, v in attrs.items()}
+    tool_frame.attrs = {"issues": Shared(issues.items)}
+    return requests, tool_frame
+
+
+def _tables(
+    files: Sequence[Path], format: str, tools: bool, st: Store, keys: dict[str, Key], issues: Issues
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list], bool]:
+    """Group the files as ``kit.transcripts`` does, read those not cached, assemble; whether the result may be
+    kept for the next call (not when a format read across files, uncached, is among them)."""
+    from kit import transcripts
 
     def known(path: Path) -> str:
-        piece = st.fresh(path, keys[str(path)], None, tools) if str(path) in keys else None
+        key = keys.get(str(path))
+        piece = st.fresh(path, key, None, tools) if key is not None else None
         return piece.format if piece is not None else transcripts.detect(path)
 
     def head(path: Path) -> str:
@@ -515,25 +559,14 @@ def tables(
             st.heads[str(path), key] = transcripts._head(path)
         return st.heads[str(path), key]
 
-    groups, order = transcripts._groups(files, format, issues, known, head)
-    cached = [p for fmt, group in groups.items() if fmt not in UNCACHED for p in group]
-    signature = (tuple((str(p), keys[str(p)]) for p in cached), tuple(groups), tools, not set(groups) & UNCACHED)
-    if st.memo is not None and st.memo[0] == signature and signature[-1]:
-        requests, tool_frame, attrs, piece_issues = st.memo[1:]
-        for item in piece_issues:
-            issues.add(item["source_path"], item["source_line"], item["reason"])
-    else:
-        stale = [(fmt, p, keys[str(p)]) for fmt, group in groups.items() if fmt not in UNCACHED for p in group]
-        stale = [(fmt, p, key) for fmt, p, key in stale if st.fresh(p, key, fmt, tools) is None]
-        if stale:
-            st.add(*_read_pass(stale, tools))
-        before = len(issues.items)
-        requests, tool_frame, attrs = _assemble(groups, order, st, tools, issues)
-        st.memo = (signature, requests, tool_frame, attrs, issues.items[before:])
-    attrs = {**attrs, "issues": issues.items}
-    requests, tool_frame = requests.copy(deep=False), tool_frame.copy(deep=False)  # copy-on-write (pandas 3)
-    if not tool_paths:
-        tool_frame = tool_frame.drop(columns="source_path")
-    requests.attrs = {k: Shared(v) for k, v in attrs.items()}
-    tool_frame.attrs = {"issues": Shared(issues.items)}
-    return requests, tool_frame
+    def size(path: Path) -> int:
+        key = keys.get(str(path))
+        return key[0] if key is not None else transcripts._stat_size(path)
+
+    groups, order = transcripts._groups(list(files), format, issues, known, head, size)
+    stale = [(fmt, p, keys[str(p)]) for fmt, group in groups.items() if fmt not in UNCACHED for p in group]
+    stale = [(fmt, p, key) for fmt, p, key in stale if st.fresh(p, key, fmt, tools) is None]
+    if stale:
+        st.add(*_read_pass(stale, tools))
+    requests, tool_frame, attrs = _assemble(groups, order, st, tools, issues)
+    return requests, tool_frame, attrs, not set(groups) & UNCACHED
