@@ -699,7 +699,7 @@ TABLES += (
         {
             "group": ("the group's name", "text"),
             "metric": ("`total_tokens`, `uncached_input_tokens` or `cost_usd`, per session", "column name"),
-            "sessions": ("sessions in the group", "count"),
+            "sessions": ("sessions of the group with the metric known (an unpriced session has no cost)", "count"),
             "mean": ("mean per session", "as the metric"),
             "lower": ("lower bound of the 95% percentile bootstrap interval of the mean", "as the metric"),
             "upper": ("upper bound of that interval", "as the metric"),

@@ -145,11 +145,11 @@ def load(
         rows, numbering = sources.number(part)
         key = {"batch": "history", "arm": "history", "run": 0, "trial_id": str(session)}
         numbered.append(rows.assign(**key))
-        paths = rows["source_path"].unique()
-        found = [res_by_path[p] for p in paths if p in res_by_path]
+        own = rows["source_path"].unique()
+        found = [res_by_path[p] for p in own if p in res_by_path]
         if found:
             tools.append(parse_stage._renumbered(pd.concat(found), numbering).assign(**key))
-        events += [parse_stage._event(e, key, numbering) for p in paths for e in events_by_path.get(p, [])]
+        events += [parse_stage._event(e, key, numbering) for p in own for e in events_by_path.get(p, [])]
     req = pd.concat(numbered, ignore_index=True) if numbered else req.iloc[:0]
     req = _derived(req)
     tool_results = pd.concat(tools, ignore_index=True) if tools else res.iloc[:0]
@@ -502,10 +502,10 @@ def compare(history: History, spec: dict, session_table: pd.DataFrame | None = N
     rows = []
     for name, part in picked.items():
         for metric in COMPARE_METRICS:
-            mean, low, high = _mean_interval(part[metric].astype(float).to_numpy())
-            rows.append(
-                {"group": name, "metric": metric, "sessions": len(part), "mean": mean, "lower": low, "upper": high}
-            )
+            values = part[metric].astype(float).to_numpy()
+            mean, low, high = _mean_interval(values)
+            n = int(np.isfinite(values).sum())  # sessions with the metric known (an unpriced one has no cost)
+            rows.append({"group": name, "metric": metric, "sessions": n, "mean": mean, "lower": low, "upper": high})
     ratio_rows = []
     for metric in COMPARE_METRICS:
         a, b = (picked[n][metric].astype(float).to_numpy() for n in names)
