@@ -126,6 +126,7 @@ def compare_intervals(table: pd.DataFrame, label: str) -> Figure:
                 ax.plot([row["lower"], row["upper"]], [y, y], color=color)
         ax.set_yticks(range(len(rows)), [f"{g} (n={n})" for g, n in zip(rows["group"], rows["sessions"], strict=True)])
         ax.set_title(f"{metric} per session", fontsize=9)
+        plots._thousands(ax, "x")
         ax.set_ylim(-0.7, len(rows) - 0.3)
     return _title(fig, f"Before/after — {label.upper()}", "means per session with 95% bootstrap intervals")
 
