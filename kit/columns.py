@@ -287,7 +287,10 @@ TABLES: tuple[Table, ...] = (
             "small_n": ("fewer than 5 trials in an arm: no interval (docs/method.md#intervals)", "boolean"),
             "resample_min": ("smallest estimate any resample of one batch's runs can produce", "ratio (difference)"),
             "resample_max": ("largest estimate any resample of one batch's runs can produce", "ratio (difference)"),
-            "bound_beyond_data": ("the interval reached beyond resample_min–max and was capped there", "boolean"),
+            "bound_beyond_data": (
+                "the interval reached beyond resample_min–max (capped there unless runs were paired)",
+                "boolean",
+            ),
             "hit_rate_arm": ("observed cache hit rate of the arm's trials", "fraction 0–1"),
             "hit_rate_baseline": ("observed cache hit rate of the baseline's trials", "fraction 0–1"),
             "simulated": ("any compared trial ran on the embedded provider", "boolean"),

@@ -8,15 +8,17 @@ shared a batch raises :class:`StitchError` unless the caller asks for it, and th
 hit rates (docs/method.md#totals), and a claim that depends on the cache needs >= 3 batches plus a
 non-isolated control (:func:`warmth_invariance`, docs/method.md#replication).
 
-Intervals (docs/method.md#intervals): the default for one batch is the jackknife t-interval of the log
-ratio of means (Welch degrees of freedom). The known-truth study (``bench/known_truth.md``: lognormal,
-bimodal, heavy-tailed and batch-read data, 5 to 20 runs per arm, true ratios 1, 1.3 and 3) chose it:
-it is the narrowest candidate whose coverage stays within 93-97% in every cell with >= 5 runs per arm;
-the old default (studentized bootstrap paired by run index) was 1.6x wider and fell to 90% on heavy
-tails. Runs pair only when the design matched them (``matched=True``: the same question in the same
-run of every arm, a pack's prompt bank); a run index alone pairs nothing. Below ``MIN_RUNS`` runs per
-arm there is no interval. Across batches, a two-level bootstrap resamples batches, then runs. Every
-interval is seeded and reproducible; degenerate data give the estimate with NaN bounds and a note.
+Intervals (docs/method.md#intervals): the default for one batch is ``skew-t``, a jackknife t-interval of
+the log ratio of means (Welch degrees of freedom) moved by a shrunk skewness correction. The known-truth
+study (``bench/known_truth.md``: lognormal, bimodal, heavy-tailed and batch-read-shaped runs, 5 to 20 runs
+per arm, true ratios 1, 1.3 and 3) chose it: the only candidate whose coverage stayed within 93-97% in
+every cell with >= 5 runs per arm; the old default (studentized bootstrap paired by run index) was 1.7x
+wider at 5 runs of CV 0.5 and fell to 91% on heavy tails. Runs pair only when the design matched them
+(``matched=True``: the same question in the same run of every arm, a pack's prompt bank); a run index
+alone pairs nothing. Below ``MIN_RUNS`` runs per arm there is no interval; a bound beyond what any
+resample of the runs can produce is flagged (and capped, unpaired). Across batches, a two-level bootstrap
+resamples batches, then runs. Resampling intervals are seeded; degenerate data give the estimate with
+NaN bounds and a note.
 
 Planning (docs/method.md#planning): :func:`plan` turns a coefficient of variation (stated, or measured
 on a pilot batch) and a target precision or effect into runs per arm; :func:`should_continue` is the
@@ -40,7 +42,6 @@ from kit.design import ParamError
 STITCH_LABEL = "cross-run stitch"
 MIN_RUNS = 5  # below this many runs per arm there is no interval (docs/method.md#intervals)
 WARN_RUNS = 10  # below this many the interval is honest but wide: the row's note says so
-SMALL_N = MIN_RUNS
 MIN_RESAMPLES = 1_000
 MIN_BATCHES_FOR_CACHE_CLAIM = 3
 # A warmth slope smaller than this (log ratio per unit hit rate: the ratio moves by less than 1.1x between a
@@ -102,12 +103,17 @@ def check_resamples(n_resamples: int) -> None:
 
 
 def check_values(values: pd.Series | np.ndarray, metric: str) -> None:
-    """Refuse negative or infinite token counts: a bad parse, not data (NaN stays: usage unknown)."""
+    """Refuse infinite values, and negative token counts: a bad parse, not data (NaN stays: usage unknown).
+
+    Only token counts (``*tokens``, ``*uncached``) must be >= 0; other metrics (a residual) may go below zero.
+    """
     x = np.asarray(values, dtype=float)
-    bad = np.isinf(x) | (x < 0)
+    counts = metric.endswith(("tokens", "uncached"))
+    bad = np.isinf(x) | ((x < 0) if counts else False)
     if bad.any():
         shown = ", ".join(f"{v:g}" for v in x[bad][:3])
-        raise ParamError(metric, f"{int(bad.sum())} negative or infinite value(s) ({shown})", "finite counts >= 0")
+        accepted = "finite counts >= 0" if counts else "finite values"
+        raise ParamError(metric, f"{int(bad.sum())} negative or infinite value(s) ({shown})", accepted)
 
 
 def any_simulated(trials: pd.DataFrame) -> bool:
@@ -633,15 +639,45 @@ def _one_batch(a: np.ndarray, b: np.ndarray, *, method: str, paired: bool, diffe
     return float(lo), float(hi), f"{kind} {method}" + ("" if difference else " (log ratio)")
 
 
-def _capped(lower: float, upper: float, span: tuple, method: str, notes: list[str]) -> tuple[float, float, bool]:
-    """The bounds capped at the data's range (:func:`bounded`), with a note saying why when a cap applied."""
+def _capped(
+    lower: float, upper: float, span: tuple, method: str, notes: list[str], *, cap: bool
+) -> tuple[float, float, bool]:
+    """The bounds, capped at the data's range (:func:`bounded`) when ``cap``; a note says so when they reach past it.
+
+    Paired runs are flagged, not capped: their range is the smallest to largest per-pair ratio, which
+    misses the truth whenever every pair falls on one side of it (1 in 16 at 5 pairs), and capping there
+    cost 3 points of coverage on the study's matched design.
+    """
     lo, hi, beyond = bounded(np.float64(lower), np.float64(upper), span)
     if beyond:
         notes.append(
             f"the {method} interval ({lower:.3g}-{upper:.3g}) reached beyond what any resample of these runs "
-            f"can produce ({span[0]:.3g}-{span[1]:.3g}): capped there"
+            f"can produce ({span[0]:.3g}-{span[1]:.3g})" + (": capped there" if cap else "")
         )
-    return float(lo), float(hi), bool(beyond)
+    return (float(lo), float(hi), True) if cap and beyond else (lower, upper, bool(beyond))
+
+
+def _comparison_interval(
+    sel: _Selection, va: np.ndarray, vb: np.ndarray, metric: str, *, method: str, paired: bool, difference: bool, **opts
+) -> tuple[float, float, str, tuple[float, float], bool]:
+    """(lower, upper, how, data range, capped): one batch's method, or two levels across batches; notes why not."""
+    nan = float("nan")
+    reason = _no_interval_reason(va, vb, metric, difference, method) if len(va) and len(vb) else "an arm is empty"
+    if reason:
+        sel.notes.append(reason)
+        return nan, nan, "", (nan, nan), False
+    span, beyond = (nan, nan), False
+    if len(sel.used) >= 2 and not sel.label:
+        lower, upper, how = _two_level(sel, metric, paired=paired, difference=difference, **opts)
+    else:
+        lower, upper, how = _one_batch(va, vb, method=method, paired=paired, difference=difference, **opts)
+        span = tuple(float(v) for v in data_range(va, vb, paired=paired, log_ratio=not difference))
+        lower, upper, beyond = _capped(lower, upper, span, method, sel.notes, cap=not paired)
+    if not np.isfinite(lower):
+        sel.notes.append("degenerate data: no interval")
+    if min(len(va), len(vb)) < WARN_RUNS:
+        sel.notes.append(f"fewer than {WARN_RUNS} runs per arm: a wide interval (see kit.stats.plan)")
+    return lower, upper, how, span, beyond
 
 
 def ratio(
@@ -686,28 +722,13 @@ def ratio(
     va, vb = _paired_arrays(sel.fa, sel.fb, metric) if use_paired else (
         sel.fa[metric].to_numpy(dtype=float), sel.fb[metric].to_numpy(dtype=float)
     )  # fmt: skip
-    nan = float("nan")
-    estimate = float((_difference_stat if difference else _ratio_stat)(va, vb)) if len(va) and len(vb) else nan
+    estimate = float((_difference_stat if difference else _ratio_stat)(va, vb)) if len(va) and len(vb) else np.nan
     if not np.isfinite(estimate):
-        estimate = nan  # a zero baseline has no ratio; inf would read as a number
-    lower = upper = nan
-    how = ""
-    span = (nan, nan)
-    beyond = False
-    reason = _no_interval_reason(va, vb, metric, difference, method) if len(va) and len(vb) else "an arm is empty"
+        estimate = float("nan")  # a zero baseline has no ratio; inf would read as a number
     opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
-    if reason:
-        sel.notes.append(reason)
-    elif len(sel.used) >= 2 and not sel.label:
-        lower, upper, how = _two_level(sel, metric, paired=use_paired, difference=difference, **opts)
-    else:
-        lower, upper, how = _one_batch(va, vb, method=method, paired=use_paired, difference=difference, **opts)
-        span = tuple(float(v) for v in data_range(va, vb, paired=use_paired, log_ratio=not difference))
-        lower, upper, beyond = _capped(lower, upper, span, method, sel.notes)
-    if how and not np.isfinite(lower):
-        sel.notes.append("degenerate data: no interval")
-    if reason == "" and min(len(va), len(vb)) < WARN_RUNS:
-        sel.notes.append(f"fewer than {WARN_RUNS} runs per arm: a wide interval (see kit.stats.plan)")
+    lower, upper, how, span, beyond = _comparison_interval(
+        sel, va, vb, metric, method=method, paired=use_paired, difference=difference, **opts
+    )
     return _row(
         sel, ok, metric, a, b,
         estimate=estimate, lower=lower, upper=upper, span=span, beyond=beyond, confidence=confidence,
