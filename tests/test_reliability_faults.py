@@ -297,11 +297,12 @@ def test_kernel_killed_mid_run_saves_the_notebook_with_its_error_and_a_rerun_com
         pipeline.execute(params, stages=("run",), progress=False)
     killer.join()
     assert killed and caught.value.stage == "run"
-    nb = nbformat.read(folder / "run.ipynb", as_version=4)  # papermill saves a dead kernel's notebook bare
+    assert caught.value.notebook == folder / "run.failed.ipynb" and not (folder / "run.ipynb").exists()
+    nb = nbformat.read(folder / "run.failed.ipynb", as_version=4)  # papermill saves a dead kernel's notebook bare
     failed = [c for c in nb.cells if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
     assert len(failed) == 1 and "run_batch" in failed[0].source  # the error sits in the cell that was running
     assert failed[0].outputs[-1]["ename"] == "DeadKernelError" and nb.metadata.papermill.exception is True
-    assert "DeadKernelError" in (folder / "run.html").read_text()
+    assert "DeadKernelError" in (folder / "run.failed.html").read_text()
     done = metas(folder)
     assert 1 <= len(done) < 6  # killed mid-batch: some trials recorded, not all
     partial = {p.name for p in (folder / "raw").iterdir() if p.is_dir() and not p.name.startswith("_")} - set(done)
@@ -317,18 +318,22 @@ def _schedule(folder: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_a_stage_raising_saves_its_notebook_and_the_stage_reruns_alone(tmp_path):
-    """Analyze with an arm that is not in the batch: the stage raises, its notebook keeps the error, the
-    tables it read are untouched and no half-written analysis is left; the fixed stage then runs alone."""
-    params = values(tmp_path, batch="an", n_resamples=200, warmth_levels=3)
+    """Analyze over a damaged table (a bad baseline is refused before any stage now): the stage raises, its
+    failed notebook keeps the error, the tables it read are untouched and no half-written analysis is left;
+    with the table restored the stage then runs alone."""
+    params = values(tmp_path, batch="an", n_resamples=1_000, warmth_levels=3)
     folder = pipeline.execute(params, stages=("run", "parse"), progress=False)
+    good = (folder / "tables/trials.parquet").read_bytes()
+    (folder / "tables/trials.parquet").write_bytes(b"not a parquet file")
     tables = {p.name: p.read_bytes() for p in (folder / "tables").iterdir()}
-    with pytest.raises(pipeline.StageFailed, match="baseline"):
-        pipeline.execute({**params, "baseline": "nope"}, stages=("analyze",), progress=False)
-    nb = nbformat.read(folder / "analyze.ipynb", as_version=4)
-    assert any(o.get("ename") == "ValueError" for c in nb.cells for o in c.get("outputs", []))
-    assert "baseline" in (folder / "analyze.html").read_text()
+    with pytest.raises(pipeline.StageFailed):
+        pipeline.execute(params, stages=("analyze",), progress=False)
+    nb = nbformat.read(folder / "analyze.failed.ipynb", as_version=4)
+    assert any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", []))
+    assert "trials.parquet" in (folder / "analyze.failed.html").read_text()
     assert {p.name: p.read_bytes() for p in (folder / "tables").iterdir()} == tables
     assert not (folder / "analysis").exists()
+    (folder / "tables/trials.parquet").write_bytes(good)
     pipeline.execute(params, stages=("analyze",), progress=False)
     assert pd.read_csv(folder / "analysis/ratios.csv")["arm"].tolist()
 
