@@ -132,6 +132,7 @@ def test_segments_merged_when_many(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         handle.write(b"\n")
     want = cold(folder)
     same(transcripts.tables(folder, cache=store), want)
+    cache._settle(store.resolve())  # the files are written by a thread
     assert len({p.name.split(".")[0] for p in store.glob("seg-*")}) == 1
     cache._STORES.clear()
     same(transcripts.tables(folder, cache=store), want)

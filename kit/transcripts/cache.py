@@ -27,7 +27,9 @@ import hashlib
 import multiprocessing
 import os
 import pickle
+import threading
 import uuid
+import warnings
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -43,7 +45,7 @@ from kit import schema
 from kit.transcripts import claude_session
 from kit.transcripts._base import Issues, Parsed, Shared
 
-BLOCK = 1 << 12  # the content check hashes this much of a file's start and end
+BLOCK = 1 << 10  # the content check hashes this much of a file's start and end (see file_key)
 UNCACHED = frozenset({"codex_exec"})  # its turns are differenced across the files of a thread
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting processes costs more than it saves
 CHUNKS_PER_WORKER = 4  # work items per process, so that one big file does not leave the other idle
@@ -161,7 +163,13 @@ class Store:
         return piece
 
     def add(self, name: str, segment: Segment, pieces: dict[str, Piece]) -> None:
-        """Take in a pass's rows, write them and the index, and let go of segments no piece uses."""
+        """Take in a pass's rows, let go of segments no piece uses, and write them and the index.
+
+        The writing is left to a thread (Parquet and pickle release the lock while they write): the tables
+        are ready before the files are. A later pass waits for it before it changes anything, and so does
+        loading the folder anew; Python waits for it at exit.
+        """
+        _settle(self.folder)
         self.segments[name] = segment
         self.pieces.update(pieces)
         live = {p.segment for p in self.pieces.values()}
@@ -169,7 +177,12 @@ class Store:
             del self.segments[old]
         if len(self.segments) > MAX_SEGMENTS:
             self._compact()
-        self.save()
+        if self.folder is not None:
+            thread = threading.Thread(
+                target=self.save, args=(dict(self.segments), dict(self.pieces)), name="kit-parse-cache"
+            )
+            _SAVING[str(self.folder)] = thread
+            thread.start()
 
     def _compact(self) -> None:
         """One segment for all live pieces, so that many small passes do not leave many small files."""
@@ -189,24 +202,29 @@ class Store:
             piece.segment = name
         return Segment(_concat(req, schema.requests_frame), _concat(tools, _tool_frame))
 
-    def save(self) -> None:
+    def save(self, segments: dict[str, Segment], pieces: dict[str, Piece]) -> None:
         """Write new segments (rows, and their pieces once) and the index of live pieces, atomically; remove the
         files of segments no longer listed. The index names only each file's segment: rewriting every
-        piece on every pass would cost more than reading the files that changed."""
-        if self.folder is None:
-            return
+        piece on every pass would cost more than reading the files that changed. A failure (a full disk)
+        is a warning: the tables were right, only the next run reads more."""
+        try:
+            self._write(segments, pieces)
+        except OSError as exc:
+            warnings.warn(f"parse cache {self.folder} not written: {exc}", stacklevel=1)
+
+    def _write(self, segments: dict[str, Segment], pieces: dict[str, Piece]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        for name, seg in self.segments.items():
+        for name, seg in segments.items():
             if (self.folder / f"{name}.pieces.pkl").exists():
                 continue
             for part, frame in (("requests", seg.requests), ("tools", seg.tools)):
                 _atomic(self.folder / f"{name}.{part}.parquet", lambda tmp, f=frame: f.to_parquet(tmp, index=False))
-            own = {path: piece for path, piece in self.pieces.items() if piece.segment == name}
+            own = {path: piece for path, piece in pieces.items() if piece.segment == name}
             _atomic(self.folder / f"{name}.pieces.pkl", lambda tmp, own=own: _pickle(tmp, own))
-        index = {"version": VERSION, "live": {path: piece.segment for path, piece in self.pieces.items()}}
+        index = {"version": VERSION, "live": {path: piece.segment for path, piece in pieces.items()}}
         _atomic(self.folder / INDEX, lambda tmp: _pickle(tmp, index))
         for stale in self.folder.glob("seg-*"):
-            if stale.name.split(".")[0] not in self.segments:
+            if stale.name.split(".")[0] not in segments:
                 stale.unlink(missing_ok=True)
 
 
@@ -247,6 +265,14 @@ def _concat(frames: list[pd.DataFrame], empty: Callable[[list[dict]], pd.DataFra
 
 
 _STORES: dict[str, Store] = {}
+_SAVING: dict[str, threading.Thread] = {}  # folder -> its write in progress
+
+
+def _settle(folder: Path | None) -> None:
+    """Wait until the write of ``folder`` in progress, if any, is done."""
+    thread = _SAVING.pop(str(folder), None)
+    if thread is not None:
+        thread.join()
 
 
 def store(folder: str | Path | None) -> Store:
@@ -255,6 +281,7 @@ def store(folder: str | Path | None) -> Store:
         return Store(None)
     folder = Path(folder).expanduser().resolve()
     if str(folder) not in _STORES:
+        _settle(folder)
         found = Store(folder)
         found.load()
         _STORES[str(folder)] = found
