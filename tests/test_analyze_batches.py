@@ -29,7 +29,7 @@ def three_batches(tmp_path_factory):
 
 
 def test_cross_batch_ratios_use_every_batch(three_batches, tmp_path):
-    result = analyze.analyze_batches(three_batches, baseline="placebo", n_resamples=500, out_dir=tmp_path)
+    result = analyze.analyze_batches(three_batches, baseline="placebo", n_resamples=1_000, out_dir=tmp_path)
     total = result["ratios"].query("metric == 'total_tokens' and arm == 'batching'").iloc[0]
     assert total["batches"] == 3 and total["label"] != "cross-run stitch"
     assert total["lower"] < total["estimate"] < total["upper"]
@@ -37,7 +37,7 @@ def test_cross_batch_ratios_use_every_batch(three_batches, tmp_path):
 
 
 def test_warmth_invariance_is_checked_with_a_control(three_batches, tmp_path):
-    analyze.analyze_batches(three_batches, baseline="placebo", n_resamples=500, out_dir=tmp_path)
+    analyze.analyze_batches(three_batches, baseline="placebo", n_resamples=1_000, out_dir=tmp_path)
     inv = pd.read_csv(tmp_path / "warmth_invariance.csv").set_index("arm")
     assert inv.loc["batching", "n_batches"] == 3
     assert bool(inv.loc["batching", "has_control"])

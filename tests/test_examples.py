@@ -169,7 +169,7 @@ def two_batches(tmp_path_factory) -> Path:
     )
     folder = run.run_batch(run.configure(p))
     parse.parse_batch(folder)
-    analyze.analyze_batches([folder], baseline="placebo", n_resamples=500, warmth_levels=5)
+    analyze.analyze_batches([folder], baseline="placebo", n_resamples=1_000, warmth_levels=5)
     return root
 
 
@@ -206,7 +206,7 @@ def test_cross_batch_warmth_figure_has_every_batch_on_one_curve(two_batches):
 
 def test_cross_batch_ratios_pool_batches_and_refuse_a_stitch(two_batches, tmp_path):
     b = explore.load(str(two_batches / "*"))
-    rows = explore.cross_ratios(b, n_resamples=500).set_index("metric")
+    rows = explore.cross_ratios(b, n_resamples=1_000).set_index("metric")
     assert rows.loc["total_tokens", "batches"] == 2 and rows.loc["total_tokens", "label"] == ""
     assert rows.loc["total_tokens", "method"].startswith("two-level")
     assert rows.loc["uncached_input_tokens", "hit_rate_arm"] > 0
@@ -215,8 +215,10 @@ def test_cross_batch_ratios_pool_batches_and_refuse_a_stitch(two_batches, tmp_pa
     _copy("terse", tmp_path)
     mixed = explore.load([str(two_batches / "batch-read"), str(tmp_path / "terse")])
     with pytest.raises(stats.StitchError, match="cross-run stitch"):
-        explore.cross_ratios(mixed, ["total_tokens"], [("skill", "placebo")], n_resamples=200)
-    stitched = explore.cross_ratios(mixed, ["total_tokens"], [("skill", "placebo")], allow_stitch=True, n_resamples=200)
+        explore.cross_ratios(mixed, ["total_tokens"], [("skill", "placebo")], n_resamples=1_000)
+    stitched = explore.cross_ratios(
+        mixed, ["total_tokens"], [("skill", "placebo")], allow_stitch=True, n_resamples=1_000
+    )
     assert list(stitched["label"]) == ["cross-run stitch"]
 
 
@@ -229,7 +231,7 @@ def test_load_refuses_a_batch_twice_and_a_glob_that_matches_nothing(two_batches,
 
 
 def test_explore_notebook_runs_on_the_committed_examples(tmp_path):
-    nb = _execute("explore.ipynb", tmp_path / "explore.ipynb", n_resamples=500)
+    nb = _execute("explore.ipynb", tmp_path / "explore.ipynb", n_resamples=1_000)
     outputs = [o for c in nb.cells for o in c.get("outputs", [])]
     html = "\n".join(o.get("data", {}).get("text/html", "") for o in outputs)
     for name in _examples():

@@ -56,7 +56,7 @@ def test_pack_small_batch_on_a_cli(tmp_path, task, backend):
         # Claude Code defers MCP tools: one ToolSearch loads explore; Codex offers it from the start
         assert calls.loc["explore", "calls_other"] == (1 if backend == "claude" else 0)
 
-    result = analyze.analyze_batches([folder], n_resamples=200, warmth_levels=5)
+    result = analyze.analyze_batches([folder], n_resamples=1_000, warmth_levels=5)
     occ = result["occupancy_trials"]
     assert len(occ) == 2 * len(occupancy.CATEGORIES) and occ["tokens"].notna().all()
     assert result["trials"]["structural_uncached"].notna().all()

@@ -140,7 +140,7 @@ def planted(monkeypatch):
 def _batch_values(tmp: Path, backend: str, **over) -> dict:
     params = pipeline.load_params(str(ROOT / "params/demo.yaml"))
     params.update(outputs_dir=str(tmp), batch=f"keys-{backend}", backend=backend, profile=None, runs_per_arm=2,
-                  n_resamples=200, warmth_levels=3, concurrency=2, timeout_s=60.0)  # fmt: skip
+                  n_resamples=1_000, warmth_levels=3, concurrency=2, timeout_s=60.0)  # fmt: skip
     params.update(over)
     return params
 
