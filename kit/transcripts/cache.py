@@ -77,6 +77,8 @@ def file_key(path: Path) -> Key:
 
     The ctime and inode catch a file rewritten with the same size whose mtime was put back (``os.utime``
     cannot set ctime); the CRC of the first and last blocks catches a rewrite where those are not kept.
+    The blocks are small (``BLOCK``) because the check runs on every file at every call of an unchanged
+    history, where it is most of the time spent (for 1,000 files about 6 ms at 1 KB, 9 ms at 4 KB).
     Raises ``OSError`` like ``open``.
     """
     fd = os.open(path, os.O_RDONLY)
@@ -129,6 +131,7 @@ class Store:
     segments: dict[str, Segment] = field(default_factory=dict)
     memo: tuple | None = None  # (signature, requests, tools, attrs, issues) of the last call
     heads: dict[tuple[str, Key], str] = field(default_factory=dict)  # first-block hashes, for the copy check
+    pending: tuple | None = None  # (segments, pieces) to write
 
     def load(self) -> None:
         """Read the index and its segments; an unreadable or outdated cache is ignored (read again, rewritten)."""
@@ -165,8 +168,8 @@ class Store:
     def add(self, name: str, segment: Segment, pieces: dict[str, Piece]) -> None:
         """Take in a pass's rows, let go of segments no piece uses, and write them and the index.
 
-        The writing is left to a thread (Parquet and pickle release the lock while they write): the tables
-        are ready before the files are. A later pass waits for it before it changes anything, and so does
+        The writing is left to a thread started once the tables are assembled (``write_behind``): they are
+        ready before the files are. A later pass waits for it before it changes anything, and so does
         loading the folder anew; Python waits for it at exit.
         """
         _settle(self.folder)
@@ -178,10 +181,14 @@ class Store:
         if len(self.segments) > MAX_SEGMENTS:
             self._compact()
         if self.folder is not None:
-            thread = threading.Thread(
-                target=self.save, args=(dict(self.segments), dict(self.pieces)), name="kit-parse-cache"
-            )
-            _SAVING[str(self.folder)] = thread
+            self.pending = (dict(self.segments), dict(self.pieces))
+
+    def write_behind(self) -> None:
+        """Start writing what ``add`` took in, in a thread (after the tables are built: pickling holds the
+        interpreter lock, so a write alongside the assembly would slow it down)."""
+        if self.pending is not None:
+            thread = threading.Thread(target=self.save, args=self.pending, name="kit-parse-cache")
+            _SAVING[str(self.folder)], self.pending = thread, None
             thread.start()
 
     def _compact(self) -> None:
@@ -563,6 +570,7 @@ def tables(
         tool_frame = tool_frame.drop(columns="source_path")
     requests.attrs = {k: Shared(v) for k, v in attrs.items()}
     tool_frame.attrs = {"issues": Shared(issues.items)}
+    st.write_behind()
     return requests, tool_frame
 
 
