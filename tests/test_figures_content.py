@@ -114,7 +114,7 @@ def test_forest_axis_is_clamped_and_far_bounds_are_labelled_arrows(batch_read):
 def test_forest_runs_the_way_the_headline_reads(batch_read):
     ratios, design = batch_read["ratios"], batch_read["design"]
     headline = report.total_sentences(ratios, design)[0]
-    assert headline.startswith("batching feeds 3.11× fewer total tokens than placebo (95% CI 1.45–76.63")
+    assert headline.startswith("batching feeds 3.11× fewer total tokens than placebo (ratio 0.32; 95% CI 1.45–76.63")
     fig = plots.ratio_forest(ratios, design)
     ax = fig.axes[0]
     point = next(line for line in ax.lines if line.get_marker() == "o")  # the first row: total tokens

@@ -310,12 +310,12 @@ def test_headline_direction_and_numbers():
     fewer = report.total_sentences(_ratios(), DESIGN)
     assert fewer == [
         "batching feeds 1.43× fewer total tokens than placebo "
-        "(95% CI 1.30–1.56; n = 5 runs per arm, one interleaved batch)."
+        "(ratio 0.70; 95% CI 1.30–1.56; n = 5 runs per arm, one interleaved batch)."
     ]
     more = pd.DataFrame([_ratio_row("total_tokens", 1.42, 1.30, 1.55, n_arm=5, n_baseline=4, batches=3)])
     assert report.total_sentences(more, DESIGN) == [
         "batching feeds 1.42× more total tokens than placebo "
-        "(95% CI 1.30–1.55; n = 5 (batching) and 4 (placebo) runs, 3 interleaved batches)."
+        "(ratio 1.42; 95% CI 1.30–1.55; n = 5 (batching) and 4 (placebo) runs, 3 interleaved batches)."
     ]
     straddles = pd.DataFrame([_ratio_row("total_tokens", 0.95, 0.85, 1.07)])
     assert "which includes no difference" in report.total_sentences(straddles, DESIGN)[0]
@@ -338,7 +338,7 @@ def test_uncached_is_a_separate_sentence_with_hit_rates():
 
 def test_headline_falls_back_to_headline_table():
     text = report.headline_text(_headline(), _ratios().iloc[0:0], {**DESIGN, "simulated": False})
-    assert text.startswith("batching feeds 1.43× fewer total tokens than placebo (95% CI 1.30–1.56;")
+    assert text.startswith("batching feeds 1.43× fewer total tokens than placebo (ratio 0.70; 95% CI 1.30–1.56;")
     assert "n = 5 (batching) and 4 (placebo) runs" in text
 
 
@@ -360,7 +360,7 @@ def test_report_content_and_files(batch_dir):
     )  # fmt: skip
     md = md_path.read_text()
     assert md.splitlines()[0] == report.SIMULATION_BANNER
-    assert "**batching feeds 1.43× fewer total tokens than placebo (95% CI 1.30–1.56;" in md
+    assert "**batching feeds 1.43× fewer total tokens than placebo (ratio 0.70; 95% CI 1.30–1.56;" in md
     assert "\nuncached tokens: batching feeds 1.20× fewer" in md  # its own paragraph
     for needle in (
         "given: quote with care",
