@@ -16,6 +16,7 @@ import orjson
 import pandas as pd
 
 from kit import cachemodel, metrics, occupancy, occupancy_block, pricing, stats
+from kit.design_table import arm_settings
 from kit.layout import BatchDir, write_json, write_table
 
 RATIO_METRICS = ["total_tokens", "uncached_input_tokens", "structural_uncached", "cycles", "output_tokens"]
@@ -47,7 +48,11 @@ def load(batch_dirs: list[Path]) -> dict[str, Any]:
 
 
 def design_of(manifests: list[dict]) -> dict[str, Any]:
-    """The design facts every figure and the report state (schedule, isolation, versions, …)."""
+    """The design facts every figure and the report state (schedule, isolation, versions, …).
+
+    ``arm_settings`` (one row per arm: model, effort, binary, version) and ``run_warnings`` come from the
+    manifests because the plot stage reads only ``design.json``, never a manifest.
+    """
     first = manifests[0]
     p = first["params"]
     return {
@@ -67,6 +72,8 @@ def design_of(manifests: list[dict]) -> dict[str, Any]:
         "true_effect": first.get("task", {}).get("true_effect"),
         "versions": first.get("versions", {}),
         "salts": [m["salt"] for m in manifests],
+        "arm_settings": arm_settings(manifests).to_dict("records"),
+        "run_warnings": list(dict.fromkeys(w for m in manifests for w in m.get("warnings") or [])),
     }
 
 
@@ -247,8 +254,10 @@ def matched_runs(manifests: list[dict]) -> bool:
 
 
 def _warnings(design: dict) -> list[str]:
-    """Warnings the report cannot derive from the tables (it adds simulation, small-n, stitch itself)."""
+    """Warnings the report cannot derive from the tables (it adds simulation, small-n, stitch itself): the
+    schedule, and what the run stage knew before any trial (``manifest["warnings"]``, such as a model offered only
+    a long prompt-cache retention, docs/method.md#retention), which no table records."""
     out = []
     if "BLOCKED" in design["schedule"]:
         out.append("Blocked schedule: arms ran in separate time blocks, so provider-cache drift is confounded.")
-    return out
+    return out + list(design.get("run_warnings", []))

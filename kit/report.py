@@ -22,8 +22,10 @@ import mistune
 import pandas as pd
 
 from kit import occupancy_block, stats
+from kit.design_table import shared_prefix_label
 from kit.layout import write_text
 from kit.plots import METRIC_LABELS, grade_summary, n_per_arm
+from kit.schema import QUOTA
 
 SIMULATION_BANNER = (
     "SIMULATION: measured on the kit's embedded provider with a scripted model. "
@@ -154,8 +156,14 @@ def total_sentences(ratios: pd.DataFrame, design: dict, headline: pd.DataFrame |
 
 
 def uncached_sentences(ratios: pd.DataFrame, design: dict) -> list[str]:
-    """Uncached tokens, separately, always with the observed hit rates it was measured at."""
+    """Uncached tokens, separately, always with the observed hit rates it was measured at.
+
+    Where every trial's first request shares a cacheable head (:func:`kit.design_table.shared_prefix_label`), each
+    provider-uncached sentence says it is diagnostic: a reader quoting one sentence must not lose that. The
+    structural figure keeps each trial in its own cache domain, so the shared head cannot touch it.
+    """
     sentences = []
+    diagnostic = _diagnostic_note(design)
     for _, row in _metric_rows(ratios, "uncached_input_tokens").iterrows():
         hits = (
             f"at observed cache hit rates {_pct(row.get('hit_rate_arm'))} ({row['arm']}) "
@@ -163,7 +171,7 @@ def uncached_sentences(ratios: pd.DataFrame, design: dict) -> list[str]:
         )
         sentences.append(
             f"uncached tokens: {_ratio_phrase(row, 'uncached input tokens')}; {_n_phrase(row)}, "
-            f"{_batch_phrase(row, design)}) {hits}; this figure depends on cache warmth."
+            f"{_batch_phrase(row, design)}) {hits}; this figure depends on cache warmth{diagnostic}."
         )
     for _, row in _metric_rows(ratios, "structural_uncached").iterrows():
         sentences.append(
@@ -172,6 +180,16 @@ def uncached_sentences(ratios: pd.DataFrame, design: dict) -> list[str]:
             "not the provider's cache."
         )
     return sentences
+
+
+def _diagnostic_note(design: dict) -> str:
+    """' (diagnostic: every trial's first request shares its first 1,256 tokens, …)' or '' without a shared head."""
+    if shared_prefix_label(design) is None:
+        return ""
+    return (
+        f" (diagnostic: every trial's first request shares its first {design['shared_first_prefix_tokens']:,} "
+        "tokens, so another trial's cache can serve them; docs/method.md#isolation)"
+    )
 
 
 def runs_needed_sentences(ratios: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
@@ -247,6 +265,8 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: dict) -
     out: list[str] = []
     if design.get("simulated"):
         out.append("simulation: the embedded provider and a scripted model produced these numbers.")
+    if label := shared_prefix_label(design):
+        out.append(label)
     if not ratios.empty:
         flagged = ratios.assign(
             comparison=ratios.get("comparison", ratios["arm"].astype(str) + " vs " + ratios["baseline"].astype(str)),
@@ -340,14 +360,27 @@ def md_table(df: pd.DataFrame) -> str:
 
 
 _DESIGN_ORDER = ["batch", "schedule", "order", "isolation", "simulated", "backend", "model", "models", "versions"]
+# Design keys shown in their own place: the per-arm table, and the Warnings list (analyze folds them in).
+_SHOWN_ELSEWHERE = {"arm_settings", "run_warnings"}
 
 
 def _design_table(design: dict) -> str:
-    keys = [k for k in _DESIGN_ORDER if k in design] + sorted(k for k in design if k not in _DESIGN_ORDER)
+    facts = [k for k in design if k not in _SHOWN_ELSEWHERE]
+    keys = [k for k in _DESIGN_ORDER if k in facts] + sorted(k for k in facts if k not in _DESIGN_ORDER)
     rows = [{"fact": k, "value": design[k]} for k in keys]
     if n_per_arm(design) is None:
         rows.append({"fact": "n per arm", "value": "not given"})
     return md_table(pd.DataFrame(rows, columns=["fact", "value"]))
+
+
+def _arm_settings_lines(design: dict) -> list[str]:
+    """Each arm as it ran (``design["arm_settings"]``: rows of :func:`kit.design_table.arm_settings`).
+
+    An interleaved model, effort or binary-vs-binary comparison differs here and nowhere else in the report;
+    a batch recorded before per-arm settings existed has no rows, and no table.
+    """
+    rows = design.get("arm_settings") or []
+    return ["Each arm as it ran:", "", md_table(pd.DataFrame(rows)), ""] if rows else []
 
 
 def _headline_table(headline: pd.DataFrame) -> pd.DataFrame:
@@ -453,6 +486,92 @@ def _savings_section(savings: pd.DataFrame | None) -> list[str]:
     return ["## Per-prompt savings", "", intro, "", md_table(pd.DataFrame(rows)), *(["", *notes] if notes else []), ""]
 
 
+CODE_MODE_INTRO = (
+    "Codex ran with Code Mode (`backend_options: {code_mode: true}`, i.e. `features.code_mode=true`): reads are "
+    "`tools.*(…)` calls inside `exec` cells, so batching shows as calls per cell, not calls per response. Calls "
+    "per cell is each trial's `exec_tool_calls / exec_cells`, averaged over the arm's ok trials. A cell's outputs "
+    "share Codex's single per-output context budget, so reads cut from a full cell are read again."
+)
+_CODE_MODE_SUMS = {
+    "cells with ≥ 2 calls": "exec_multi_call_cells",
+    "cells with Promise.all": "exec_promise_all_cells",
+    "plain function calls": "function_calls",
+}
+
+
+def _ok(trials: pd.DataFrame) -> pd.DataFrame:
+    """The trials every mean is taken over (failed ones are counted in the warnings, not averaged)."""
+    return trials[trials["status"].astype(str) == "ok"] if "status" in trials.columns else trials
+
+
+def _counts(trials: pd.DataFrame, column: str) -> pd.Series:
+    return pd.to_numeric(trials[column], errors="coerce").astype(float)
+
+
+def _code_mode_row(arm: str, trials: pd.DataFrame) -> dict:
+    """One arm's cells: per-trial means, and sums of the cell kinds (sums stay missing when unknown, never 0)."""
+    cells = _counts(trials, "exec_cells")
+    per_cell = (_counts(trials, "exec_tool_calls") / cells).where(cells > 0)
+    sums = {label: _counts(trials, column).sum(min_count=1) for label, column in _CODE_MODE_SUMS.items()}
+    return {
+        "arm": arm,
+        "trials": len(trials),
+        "exec cells per trial": cells.mean(),
+        "tools.* calls per cell": per_cell.mean(),
+        **sums,
+    }
+
+
+def code_mode_section(trials: pd.DataFrame, design: dict) -> list[str]:
+    """How each arm batched its reads when Codex ran Code Mode cells; nothing when no ok trial ran one.
+
+    Why a section: under Code Mode the response-level call counts miss batching (several ``tools.*`` calls sit
+    in one ``exec`` cell), so the mechanism behind fewer cycles is only visible per cell.
+    """
+    ok = _ok(trials)
+    if "exec_cells" not in ok.columns or not _counts(ok, "exec_cells").gt(0).any():
+        return []
+    rows = [_code_mode_row(arm, group) for arm, group in ok.groupby(ok["arm"].astype(str), sort=True)]
+    out = ["## Code Mode cells (Codex)", "", CODE_MODE_INTRO, ""]
+    if design.get("simulated"):
+        out += ["These cells were written by the kit's scripted model on the embedded provider: a simulation.", ""]
+    out += [md_table(pd.DataFrame(rows)), ""]
+    return out + ([quota, ""] if (quota := quota_line(ok)) else [])
+
+
+def _in_run_order(trials: pd.DataFrame) -> pd.DataFrame:
+    """Trials in the order they ran: by start time across batches, else by schedule position."""
+    key = next((c for c in ("started_at", "order_index") if c in trials.columns), None)
+    return trials.sort_values(key, kind="stable") if key else trials
+
+
+def quota_line(trials: pd.DataFrame) -> str:
+    """'Codex quota used: first → last per arm …' from the trials' quota columns; '' where none was reported.
+
+    A coarse cross-check on the token counts, not a measurement: interleaved arms draw on one plan quota, and the
+    windows report whole percents of an allowance the kit does not know.
+    """
+    ordered = _in_run_order(trials)
+    windows = []
+    for window in QUOTA:
+        first, last = f"{window}_first", f"{window}_last"
+        if not {first, last} <= set(ordered.columns):
+            continue
+        arms = []
+        for arm, group in ordered.groupby(ordered["arm"].astype(str), sort=True):
+            start, end = _counts(group, first).dropna(), _counts(group, last).dropna()
+            if len(start) and len(end):
+                arms.append(f"{arm} {start.iloc[0]:g}% → {end.iloc[-1]:g}%")
+        if arms:
+            windows.append(f"{window.removeprefix('quota_').removesuffix('_used')} window {', '.join(arms)}")
+    if not windows:
+        return ""
+    return (
+        f"Codex quota used: first → last per arm (percent of the plan's window at the arm's first and last "
+        f"response; a coarse cross-check, since interleaved arms draw on one quota): {'; '.join(windows)}."
+    )
+
+
 def occupancy_section(batch_dir: Path) -> list[str]:
     """Residual context occupancy as docs/method.md#occupancy prints it: each arm's block, the explore residual
     against file access with its interval, and the fixed overhead; nothing when the batch compares no explore
@@ -500,7 +619,8 @@ def write_report(
     Figure paths may be absolute or relative to ``batch_dir``; they are embedded relative, so the folder
     can move as a whole. A figure that does not exist raises rather than leaving a broken image.
     ``arms`` (analysis/arms.csv) supplies the per-arm intervals, so the report quotes the table's own;
-    ``savings`` (analysis/savings.csv) adds the per-prompt savings section when the batch has one.
+    ``savings`` (analysis/savings.csv) adds the per-prompt savings section when the batch has one; trials that
+    ran Codex Code Mode cells add the Code Mode section.
     """
     batch_dir = Path(batch_dir)
     batch_dir.mkdir(parents=True, exist_ok=True)
@@ -518,8 +638,9 @@ def write_report(
         lines += [" ".join(uncached), ""]
     all_warnings = _dedupe([*warnings, *derived_warnings(ratios, trials, design)])
     lines += ["## Warnings", ""] + ([f"- {w}" for w in all_warnings] or ["- none"]) + [""]
-    lines += ["## Design", "", _design_table(design), ""]
+    lines += ["## Design", "", _design_table(design), "", *_arm_settings_lines(design)]
     lines += ["## Per arm (total tokens)", "", md_table(_headline_table(headline)), ""]
+    lines += code_mode_section(trials, design)
     lines += _savings_section(savings)
     lines += _quality_section(trials, ratios, arms)
     lines += occupancy_section(batch_dir)
