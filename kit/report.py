@@ -22,7 +22,7 @@ import mistune
 import pandas as pd
 
 from kit import occupancy_block, stats
-from kit.design_table import shared_prefix_label
+from kit.design_table import ARM_COLUMNS, shared_prefix_label
 from kit.layout import write_text
 from kit.plots import METRIC_LABELS, grade_summary, n_per_arm
 from kit.schema import QUOTA
@@ -377,10 +377,14 @@ def _arm_settings_lines(design: dict) -> list[str]:
     """Each arm as it ran (``design["arm_settings"]``: rows of :func:`kit.design_table.arm_settings`).
 
     An interleaved model, effort or binary-vs-binary comparison differs here and nowhere else in the report;
-    a batch recorded before per-arm settings existed has no rows, and no table.
+    a batch recorded before per-arm settings existed has no rows, and no table. Columns are put back in the
+    design table's order, since design.json stores each row's keys sorted.
     """
-    rows = design.get("arm_settings") or []
-    return ["Each arm as it ran:", "", md_table(pd.DataFrame(rows)), ""] if rows else []
+    rows = pd.DataFrame(design.get("arm_settings") or [])
+    if rows.empty:
+        return []
+    columns = ["batch", *ARM_COLUMNS] if "batch" in rows.columns else ARM_COLUMNS
+    return ["Each arm as it ran:", "", md_table(rows.reindex(columns=columns)), ""]
 
 
 def _headline_table(headline: pd.DataFrame) -> pd.DataFrame:
