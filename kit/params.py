@@ -52,6 +52,12 @@ def _http_url(v: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname) and not hidden
 
 
+# The baseline arm: analyze compares every arm with it, and a run's stop rule (``stop``) does the same.
+_BASELINE = Param(
+    "baseline", (str,), "an arm name present in the batch, or None for the first arm", lambda v: bool(v), optional=True
+)
+# How kit.stats.should_continue names a valid stop rule: the run stage refuses every bad rule in these words.
+STOP_RULE = "{max_runs_per_arm: N, precision: 1.5 and/or exclude_one: true}"
 RUN = [
     Param(
         "batch",
@@ -107,6 +113,8 @@ RUN = [
     Param("survival", (int, float), "a number from 0 to 1", lambda v: 0 <= v <= 1),
     Param("timeout_s", (int, float), "seconds > 0", lambda v: v > 0),
     Param("max_cycles", (int,), "an integer >= 1", lambda v: v >= 1),
+    Param("stop", (dict,), STOP_RULE, optional=True),  # its keys and values: kit.run (docs/method.md#planning)
+    _BASELINE,
 ]
 _BATCH = Param(
     "batch",
@@ -129,13 +137,7 @@ ANALYZE = [
     _OUTPUTS_DIR,
     _BATCH_DIR,
     Param("batch_dirs", (list,), "None, or a non-empty list of batch folder paths", _str_list, optional=True),
-    Param(
-        "baseline",
-        (str,),
-        "an arm name present in the batch, or None for the first arm",
-        lambda v: bool(v),
-        optional=True,
-    ),
+    _BASELINE,
     _N_RESAMPLES,
     _CONFIDENCE,
     _ALLOW_STITCH,

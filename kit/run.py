@@ -11,6 +11,13 @@ read-only, the disk filled) is listed under ``trial_errors`` in the manifest; th
 and the stage then raises ``RunIncomplete`` naming it, so the notebook stops with the reason and a
 re-run (once the cause is fixed) runs exactly the trials still missing. An interrupt (Ctrl-C, a
 papermill timeout) lets running trials finish and starts no new one.
+
+With a stop rule (``stop``, docs/method.md#planning) the batch grows until the answer is known: it runs
+``runs_per_arm`` runs per arm, or up to the rule's first look if that is later, then after every balanced
+block of one run per arm asks ``kit.stats.should_continue`` for each arm against the baseline and adds a
+block while any comparison says so, up to ``max_runs_per_arm``. A block is the next run of
+``design.schedule``'s run-major order, so the first runs' schedule never changes as the batch grows: a
+resume finds every recorded trial where it was. The manifest keeps each look's decisions.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import contextlib
 import hashlib
 import importlib
 import importlib.metadata
+import math
 import os
 import shutil
 import string
@@ -43,7 +51,7 @@ from kit.agents.base import TrialOutcome, TrialSpec
 from kit.agents.cli_common import resolve_binary, version
 from kit.design import Arm, ParamError, Slot
 from kit.layout import BatchDir, atomic_write, from_root, sha256_tree, write_json, write_text
-from kit.params import RUN, did_you_mean, validate
+from kit.params import RUN, STOP_RULE, did_you_mean, validate
 from kit.redact import redact
 
 EMBEDDED_KEY = "kit-embedded-placeholder"  # not a secret: the embedded provider ignores it
@@ -78,6 +86,7 @@ IDENTITY = (
     "isolation",
     "seed",
     "task_options",
+    "stop",
 )
 
 
@@ -149,6 +158,8 @@ def configure(values: dict[str, Any]) -> RunConfig:
         problem = f"unknown arm {unknown[0]!r} for task {params['task']!r}{did_you_mean(unknown[0], arms)}"
         raise ParamError("arms", problem, sorted(arms))
     design.schedule(params["arms"], 1, params["order"], "check", params["seed"], params["allow_blocked"])
+    if params["stop"] is not None:
+        _check_stop(params)
     _check_endpoint(params)
     for name in params["arms"]:
         _check_arm_settings(params, arms[name])
@@ -160,6 +171,66 @@ def configure(values: dict[str, Any]) -> RunConfig:
     models = [arms[name].model or params["model"] for name in params["arms"]]
     warnings = design.retention_warnings(params["profile"], models, params["retention"])
     return RunConfig(params, pack, arms, tuple(warnings))
+
+
+# The stop rule (docs/method.md#planning). kit.stats is imported where a rule is used: it takes most of a
+# second to import, and checking a batch without one (kit batch, before anything is written) needs none of it.
+_STOP_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "max_runs_per_arm": (lambda v: type(v) is int and v >= 1, "an integer >= runs_per_arm"),
+    "min_runs_per_arm": (lambda v: type(v) is int and v >= 1, "an integer >= 1, the first look (at least 5)"),
+    "precision": (lambda v: type(v) in (int, float) and v > 1, "an interval upper/lower > 1, e.g. 1.5"),
+    "exclude_one": (lambda v: type(v) is bool, "true or false"),
+}
+
+
+def _check_stop(params: dict[str, Any]) -> None:
+    """Refuse a stop rule the run stage could not follow, before anything is written: the values of its keys
+    here, its keys by ``kit.stats.should_continue`` itself on no trials (so the words are the ones a look
+    would use), then what the batch needs: a run-major order to grow in blocks, and a first look the cap allows."""
+    from kit import stats
+
+    stop, arms = params["stop"], params["arms"]
+    for key, (valid, accepted) in _STOP_VALUES.items():
+        if key in stop and not valid(stop[key]):
+            raise ParamError("stop", f"{key}: got {stop[key]!r}", accepted)
+    stats.should_continue(pd.DataFrame({"arm": [], "status": []}), arms[1], arms[0], stop)
+    cap = stop["max_runs_per_arm"]
+    if cap < params["runs_per_arm"]:
+        raise ParamError("stop", f"max_runs_per_arm {cap} is below runs_per_arm {params['runs_per_arm']}", STOP_RULE)
+    if cap < first_look(stop):
+        problem = f"max_runs_per_arm {cap} comes before the rule's first look at {first_look(stop)} runs per arm"
+        raise ParamError("stop", problem, f"{STOP_RULE}, with min_runs_per_arm <= max_runs_per_arm")
+    if params["order"] == "blocked":
+        raise ParamError("stop", "a blocked order cannot grow in balanced blocks", "None with order blocked")
+    baseline = params["baseline"]
+    if baseline is not None and baseline not in arms:
+        problem = f"{baseline!r} is not an arm of the batch{did_you_mean(baseline, arms)}"
+        raise ParamError("baseline", problem, arms)
+
+
+def first_look(stop: Mapping[str, Any]) -> int:
+    """Runs per arm at the rule's first look, as ``kit.stats.should_continue`` counts them: before it every
+    look would only say "add a block", so the batch runs that far at once, all arms in parallel."""
+    from kit import stats
+
+    return max(int(stop.get("min_runs_per_arm", stats.STOP_FIRST_LOOK)), stats.MIN_RUNS)
+
+
+def planning(cfg: RunConfig) -> str:
+    """What the run notebook says before the batch starts: the runs a ratio needs at a typical spread
+    (``kit.stats.plan_for_params``, docs/method.md#planning) and, with a stop rule, how the batch will grow."""
+    from kit import stats
+
+    p = cfg.params
+    line = stats.plan_for_params(p)
+    if p["stop"] is None:
+        return line
+    baseline = p["baseline"] or p["arms"][0]
+    return (
+        f"{line} Stop rule {p['stop']}: the batch runs {max(p['runs_per_arm'], first_look(p['stop']))} runs per "
+        f"arm, then adds one run per arm at a time until every comparison with {baseline!r} meets the rule, "
+        f"up to {p['stop']['max_runs_per_arm']} runs per arm."
+    )
 
 
 def _check_user_files_kept(params: dict[str, Any], arm: Arm) -> None:
@@ -203,51 +274,23 @@ def _check_arm_settings(params: dict[str, Any], arm: Arm) -> None:
 
 
 def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
-    """Run (or resume) the batch; returns its folder."""
+    """Run (or resume) the batch; returns its folder. With a stop rule, block after block until it says stop."""
     bd = cfg.batch_dir
     bd.raw.mkdir(parents=True, exist_ok=True)
     manifest = _open_manifest(cfg, bd)
-    slots = [Slot(**s) for s in manifest["schedule"]]
-    todo = [s for s in slots if _needs_run(bd, s, cfg.params["retry_failed"])]
     workdirs = _prepare_workdirs(cfg, bd)
     errors: dict[str, str] = {}
     with _provider(cfg, bd, manifest["salt"]) as (base_url, log_path):
-        counters = {"failed": 0, "tokens": 0, "done": 0}
-        # A bar on a terminal; in a notebook (stderr is no terminal) a bar's redraws become a stderr box in
-        # JupyterLab and one saved line per redraw, so there each finished trial prints one line instead.
-        lines = progress and not sys.stderr.isatty()
-        bar = tqdm(
-            total=len(slots),
-            initial=len(slots) - len(todo),
-            desc=cfg.params["batch"],
-            unit="trial",
-            disable=not progress or lines,
-        )
-        lock = threading.Lock()
-
-        def one(slot: Slot) -> None:
-            try:
-                meta = _run_trial(cfg, bd, slot, workdirs[slot.arm], base_url, log_path)
-            except Exception as exc:  # the trial could not be recorded in its folder: say so, go on
-                meta = {"status": "error"}
-                errors[slot.trial_id] = redact(f"{type(exc).__name__}: {exc}")
-            with lock:
-                counters["failed"] += meta["status"] != "ok"
-                counters["tokens"] += meta.get("total_tokens") or 0
-                bar.set_postfix(failed=counters["failed"], tokens=counters["tokens"])
-                bar.update(1)
-                counters["done"] += 1
-                if lines:
-                    print(f"trial {counters['done']}/{len(todo)} {slot.trial_id}: {meta['status']}, "
-                          f"{meta.get('total_tokens') or 0} tokens", flush=True)  # fmt: skip
-
-        pool = ThreadPoolExecutor(max_workers=cfg.params["concurrency"])
-        try:
-            for future in [pool.submit(one, s) for s in todo]:  # submitted (and started) in schedule order
-                future.result()
-        finally:  # on an interrupt, running trials finish (and are recorded) but no new one starts
-            pool.shutdown(wait=True, cancel_futures=True)
-            bar.close()
+        while True:
+            slots = [Slot(**s) for s in manifest["schedule"]]
+            todo = [s for s in slots if _needs_run(bd, s, cfg.params["retry_failed"])]
+            _run_slots(cfg, bd, (slots, todo), workdirs, (base_url, log_path), errors, progress)
+            if errors or cfg.params["stop"] is None:
+                break
+            if not todo and "reason" in manifest["stop_rule"]:
+                break  # a stopped batch resumed with nothing to run: nothing new to look at
+            if not _look(cfg, bd, manifest, progress):
+                break
     manifest.update(
         ended_at=_now(),
         status="incomplete" if errors else "complete",
@@ -261,6 +304,105 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
     return bd.root
 
 
+def _run_slots(
+    cfg: RunConfig,
+    bd: BatchDir,
+    schedule: tuple[list[Slot], list[Slot]],
+    workdirs: dict[str, Path],
+    endpoint: tuple[str, Path],
+    errors: dict[str, str],
+    progress: bool,
+) -> None:
+    """Run the trials still to do of the schedule (all slots, those to do), adding any that could not be
+    recorded to ``errors``."""
+    slots, todo = schedule
+    counters = {"failed": 0, "tokens": 0, "done": 0}
+    # A bar on a terminal; in a notebook (stderr is no terminal) a bar's redraws become a stderr box in
+    # JupyterLab and one saved line per redraw, so there each finished trial prints one line instead.
+    lines = progress and not sys.stderr.isatty()
+    bar = tqdm(
+        total=len(slots),
+        initial=len(slots) - len(todo),
+        desc=cfg.params["batch"],
+        unit="trial",
+        disable=not progress or lines,
+    )
+    lock = threading.Lock()
+
+    def one(slot: Slot) -> None:
+        try:
+            meta = _run_trial(cfg, bd, slot, workdirs[slot.arm], *endpoint)
+        except Exception as exc:  # the trial could not be recorded in its folder: say so, go on
+            meta = {"status": "error"}
+            errors[slot.trial_id] = redact(f"{type(exc).__name__}: {exc}")
+        with lock:
+            counters["failed"] += meta["status"] != "ok"
+            counters["tokens"] += meta.get("total_tokens") or 0
+            bar.set_postfix(failed=counters["failed"], tokens=counters["tokens"])
+            bar.update(1)
+            counters["done"] += 1
+            if lines:
+                print(f"trial {counters['done']}/{len(todo)} {slot.trial_id}: {meta['status']}, "
+                      f"{meta.get('total_tokens') or 0} tokens", flush=True)  # fmt: skip
+
+    pool = ThreadPoolExecutor(max_workers=cfg.params["concurrency"])
+    try:
+        for future in [pool.submit(one, s) for s in todo]:  # submitted (and started) in schedule order
+            future.result()
+    finally:  # on an interrupt, running trials finish (and are recorded) but no new one starts
+        pool.shutdown(wait=True, cancel_futures=True)
+        bar.close()
+
+
+def _look(cfg: RunConfig, bd: BatchDir, manifest: dict[str, Any], progress: bool) -> bool:
+    """One look of the stop rule at the trials so far (docs/method.md#planning): record every comparison's
+    decision, then extend the schedule by one balanced block (True) or record why the batch stops."""
+    p, record = cfg.params, manifest["stop_rule"]
+    runs = max(s["run"] for s in manifest["schedule"]) + 1
+    decisions = _decisions(p, bd, manifest, runs)
+    record["decisions"] += decisions
+    if progress:
+        for d in decisions:
+            print(f"look at {runs} runs per arm, {d['arm']} vs {d['baseline']}: {d['reason']}", flush=True)
+    cap = p["stop"]["max_runs_per_arm"]
+    wanted = any(d["add_block"] for d in decisions)
+    grow = wanted and runs < cap
+    if grow:
+        slots = design.schedule(p["arms"], runs + 1, p["order"], manifest["salt"], p["seed"], p["allow_blocked"])
+        manifest.update(schedule=[s.__dict__ for s in slots], same_arm_predecessors=design.same_arm_predecessors(slots))
+        record.pop("reason", None)
+    elif wanted:  # the rule's target is not met (or it has not looked yet) but the cap is
+        record["reason"] = f"max_runs_per_arm {cap} reached"
+    else:
+        record["reason"] = "; ".join(f"{d['arm']}: {d['reason']}" for d in decisions)
+    record["runs_per_arm"] = runs + grow
+    write_json(bd.manifest, redact(manifest))
+    return grow
+
+
+def _decisions(p: dict[str, Any], bd: BatchDir, manifest: dict[str, Any], runs: int) -> list[dict[str, Any]]:
+    """``kit.stats.should_continue`` for every arm against the baseline, as manifest records.
+
+    The trials so far are their ``meta.json`` records: ``total_tokens`` there is the provider's count of the
+    same responses the parse stage reads from the transcripts (it reports any disagreement), so a look
+    needs no parse of the batch and writes no tables before the parse stage does."""
+    from kit import stats
+
+    baseline = p["baseline"] or p["arms"][0]  # as analyze chooses it
+    matched = int((manifest.get("task") or {}).get("n_prompts") or 1) > 1  # as analyze.matched_runs pairs runs
+    trials = _trial_table(bd.root, ["batch", "arm", "run", "status", "total_tokens"])
+    out = []
+    for arm in p["arms"]:
+        if arm != baseline:
+            d = stats.should_continue(trials, arm, baseline, p["stop"], matched=matched)
+            lower, upper = (v if math.isfinite(v) else None for v in (d.lower, d.upper))  # JSON has no NaN
+            out.append(
+                {"scheduled_runs": runs, "arm": arm, "baseline": baseline, "runs_per_arm": d.runs_per_arm,
+                 "lower": lower, "upper": upper, "add_block": d.add_block, "reason": d.reason}
+            )  # fmt: skip
+    return out
+
+
 def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
     p = cfg.params
     if bd.manifest.exists():
@@ -269,7 +411,8 @@ def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
         manifest["resumed_at"] = [*manifest.get("resumed_at", []), _now()]
     else:
         salt = p.get("salt") or design.new_salt()
-        slots = design.schedule(p["arms"], p["runs_per_arm"], p["order"], salt, p["seed"], p["allow_blocked"])
+        runs = p["runs_per_arm"] if p["stop"] is None else max(p["runs_per_arm"], first_look(p["stop"]))
+        slots = design.schedule(p["arms"], runs, p["order"], salt, p["seed"], p["allow_blocked"])
         manifest = {
             "kit_manifest": 1,
             "batch": p["batch"],
@@ -286,6 +429,8 @@ def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
             "same_arm_predecessors": design.same_arm_predecessors(slots),
             "started_at": _now(),
         }
+        if p["stop"] is not None:  # each look's decisions, and the runs per arm the batch has reached so far
+            manifest["stop_rule"] = {"decisions": [], "runs_per_arm": runs}
     manifest.update(status="running", versions=provenance.versions())
     write_json(bd.manifest, redact(manifest))
     return manifest
@@ -548,6 +693,10 @@ __all__ = ["RunConfig", "RunIncomplete", "check_resume", "configure", "run_batch
 def summary(batch_dir: Path) -> pd.DataFrame:
     """One line per trial in schedule order: what the run notebook shows when it ends."""
     cols = ["order_index", "trial_id", "arm", "run", "status", "reason", "cycles", "total_tokens", "grade", "wall_s"]
+    return _trial_table(batch_dir, cols).sort_values("order_index").reset_index(drop=True)
+
+
+def _trial_table(batch_dir: Path, cols: list[str]) -> pd.DataFrame:
+    """The ``cols`` of every recorded trial's ``meta.json``, one row per trial."""
     rows = [orjson.loads((d / "meta.json").read_bytes()) for d in BatchDir(Path(batch_dir)).trial_dirs()]
-    df = pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
-    return df.sort_values("order_index").reset_index(drop=True)
+    return pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
