@@ -45,6 +45,13 @@ CASES = [
      "error: parameter 'baseline': 'placeb' is not an arm of the batch (did you mean 'placebo'?)"),
     ("resume-changed", ["batch", *DEMO, "-p", "batch", "mybatch", "-p", "runs_per_arm", "3"], 1,
      "error: parameter 'runs_per_arm': batch 'mybatch' exists with runs_per_arm=5; accepted: the batch's own value"),
+    ("stop-unknown-key", ["batch", *DEMO, "-y", "stop: {max_runs_per_arm: 20, precison: 1.5}"], 1,
+     "error: parameter 'stop': got {'max_runs_per_arm': 20, 'precison': 1.5}; accepted: {max_runs_per_arm: N, "
+     "precision: 1.5 and/or exclude_one: true}"),
+    ("stop-cap-below-runs", ["batch", *DEMO, "-y", "stop: {max_runs_per_arm: 4, min_runs_per_arm: 4, precision: 2}"],
+     1, "error: parameter 'stop': max_runs_per_arm 4 is below runs_per_arm 5"),
+    ("resume-new-stop", ["batch", *DEMO, "-p", "batch", "mybatch", "-y", "stop: {max_runs_per_arm: 10, precision: 2}"],
+     1, "error: parameter 'stop': batch 'mybatch' exists with stop=None; accepted: the batch's own value"),
     ("real-without-key", ["batch", *DEMO, "-p", "endpoint", "real"], 1,
      "error: parameter 'endpoint': 'real' needs OPENAI_API_KEY in the environment"),
     ("bad-yaml", ["batch", *DEMO, "-y", "arms: [placebo"], 1, "error: -y 'arms: [placebo': not valid YAML"),
