@@ -84,6 +84,15 @@ def code_mode_ran(trials: pd.DataFrame) -> bool:
     return bool(pd.to_numeric(trials["exec_cells"], errors="coerce").fillna(0).gt(0).any())
 
 
+def _chosen(data: dict[str, Any]) -> tuple[str, ...]:
+    return figures_for(data["design"], data["occupancy"]) + (CODE_MODE_FIGURES if code_mode_ran(data["trials"]) else ())
+
+
+def batch_figures(batch_dir: Path) -> tuple[str, ...]:
+    """The figures the plot stage draws for an analysed batch folder: what its report must show, no more."""
+    return _chosen(_read(BatchDir(batch_dir)))
+
+
 def figures_for(design: dict, occupancy: pd.DataFrame) -> tuple[str, ...]:
     """The figures this batch's report shows, in ``FIGURES`` order."""
     wanted = set(FIGURES)
@@ -113,7 +122,7 @@ def publish(batch_dir: Path) -> dict[str, Any]:
         "quality_parity": lambda: plots.quality_parity(d["trials"], design, d["arms"]),
         "code_mode_cells": lambda: plots.code_mode_cells(d["trials"], design),
     }
-    chosen = figures_for(design, d["occupancy"]) + (CODE_MODE_FIGURES if code_mode_ran(d["trials"]) else ())
+    chosen = _chosen(d)
     saved = {}
     for name in FIGURES + CODE_MODE_FIGURES:
         if name in chosen:

@@ -26,7 +26,7 @@ import pytest
 from PIL import Image
 
 from kit import plots
-from kit.publish import FIGURES
+from kit.publish import batch_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "outputs" / "examples" / "batch-read"
@@ -209,7 +209,7 @@ def rendered(tmp_path_factory) -> dict[str, dict]:
 
 def _assert_every_figure_loaded(page: dict) -> None:
     images = page["images"]
-    assert sorted(Path(i["src"]).stem for i in images) == sorted(FIGURES)
+    assert sorted(Path(i["src"]).stem for i in images) == sorted(batch_figures(EXAMPLE))
     not_loaded = [i["src"] for i in images if not (i["complete"] and i["w"] > 0)]
     assert not not_loaded, f"images that did not load: {not_loaded}"
     assert all(not i["src"].startswith(("http:", "https:", "data:")) for i in images)  # linked files
