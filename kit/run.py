@@ -192,8 +192,10 @@ def _check_stop(params: dict[str, Any]) -> None:
     stop, arms = params["stop"], params["arms"]
     for key, (valid, accepted) in _STOP_VALUES.items():
         if key in stop and not valid(stop[key]):
-            raise ParamError("stop", f"{key}: got {stop[key]!r}", accepted)
+            raise ParamError("stop", f"{key}: got {stop[key]!r}", f"{STOP_RULE}, {key} {accepted}")
     stats.should_continue(pd.DataFrame({"arm": [], "status": []}), arms[1], arms[0], stop)
+    if not (stop.get("precision") or stop.get("exclude_one")):  # the rule would never stop before the cap
+        raise ParamError("stop", "exclude_one: false and no precision: no target", STOP_RULE)
     cap = stop["max_runs_per_arm"]
     if cap < params["runs_per_arm"]:
         raise ParamError("stop", f"max_runs_per_arm {cap} is below runs_per_arm {params['runs_per_arm']}", STOP_RULE)
@@ -201,7 +203,8 @@ def _check_stop(params: dict[str, Any]) -> None:
         problem = f"max_runs_per_arm {cap} comes before the rule's first look at {first_look(stop)} runs per arm"
         raise ParamError("stop", problem, f"{STOP_RULE}, with min_runs_per_arm <= max_runs_per_arm")
     if params["order"] == "blocked":
-        raise ParamError("stop", "a blocked order cannot grow in balanced blocks", "None with order blocked")
+        accepted = f"{STOP_RULE} with order alternate or random (None with blocked)"
+        raise ParamError("stop", "a blocked order cannot grow in balanced blocks", accepted)
     baseline = params["baseline"]
     if baseline is not None and baseline not in arms:
         problem = f"{baseline!r} is not an arm of the batch{did_you_mean(baseline, arms)}"

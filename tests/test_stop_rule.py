@@ -143,15 +143,19 @@ BAD_STOPS = [
     ({"max_runs_per_arm": 20, "exclude_one": "yes"}, "exclude_one: got 'yes'"),
     ({"max_runs_per_arm": 2, "min_runs_per_arm": 2, "precision": 1.5}, "max_runs_per_arm 2 is below runs_per_arm 3"),
     ({"max_runs_per_arm": 8, "precision": 1.5}, "comes before the rule's first look at 10 runs per arm"),
+    ({"max_runs_per_arm": 20, "exclude_one": False}, "exclude_one: false and no precision: no target"),
+    ({"max_runs_per_arm": 20, "precision": 1.5}, "'stop': a blocked order cannot grow in balanced blocks"),
     ([20, 1.5], "wrong type list"),
 ]
 
 
 @pytest.mark.parametrize(("stop", "says"), BAD_STOPS)
 def test_a_bad_stop_rule_is_one_line_before_anything_is_written(tmp_path, stop, says):
+    order = {"order": "blocked", "allow_blocked": True} if "blocked" in says else {}
     with pytest.raises(ParamError) as err:
-        pipeline.execute(_values(tmp_path, "bad", stop=stop), progress=False)
-    assert err.value.name == "stop" and says in str(err.value) and "\n" not in str(err.value)
+        pipeline.execute(_values(tmp_path, "bad", stop=stop, **order), progress=False)
+    message = str(err.value)
+    assert err.value.name == "stop" and says in message and RULE_WORDS in message and "\n" not in message
     assert not any(tmp_path.iterdir())
 
 
@@ -164,10 +168,8 @@ def test_a_bad_rule_reads_as_kit_stats_words(tmp_path):
     assert str(via_run.value) == str(direct.value) and RULE_WORDS in str(direct.value)
 
 
-def test_a_blocked_order_and_a_baseline_not_in_the_batch_are_refused(tmp_path):
+def test_a_baseline_not_in_the_batch_is_refused(tmp_path):
     stop = {"max_runs_per_arm": 20, "precision": 1.5}
-    with pytest.raises(ParamError, match="'stop': a blocked order cannot grow"):
-        run.configure(_values(tmp_path, "bad", stop=stop, order="blocked", allow_blocked=True))
     with pytest.raises(ParamError, match=r"'baseline': 'placeb' is not an arm of the batch \(did you mean 'placebo'"):
         run.configure(_values(tmp_path, "bad", stop=stop, baseline="placeb"))
 
