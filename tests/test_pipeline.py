@@ -153,6 +153,16 @@ def test_a_failed_stage_keeps_the_earlier_notebook_and_saves_the_failed_one(tmp_
     assert "without encryption" not in capfd.readouterr().err  # the kernel runs on a local socket, not TCP
 
 
+def test_a_stop_rule_and_its_baseline_reach_the_run_notebook_checked(tmp_path):
+    stop = {"max_runs_per_arm": 20, "precision": 1.5}
+    params = pipeline.load_params(
+        str(ROOT / "params/demo.yaml"), [f"stop: {json.dumps(stop)}"], [("outputs_dir", str(tmp_path))]
+    )
+    run_parameters = pipeline.plan(params).parameters["run"]
+    assert run_parameters["stop"] == stop and run_parameters["baseline"] == "placebo"
+    assert not any(tmp_path.iterdir())  # checked, nothing written
+
+
 def test_bad_parameter_stops_the_run_notebook_in_its_first_cell(tmp_path):
     out = tmp_path / "run.ipynb"
     with pytest.raises(papermill.PapermillExecutionError, match=r"parameter 'arms'.*accepted"):
