@@ -59,7 +59,7 @@ def design_of(manifests: list[dict]) -> dict[str, Any]:
         "batch": [m["batch"] for m in manifests] if len(manifests) > 1 else first["batch"],
         "task": p["task"],
         "arms": p["arms"],
-        "runs_per_arm": p["runs_per_arm"],
+        "runs_per_arm": (first.get("stop_rule") or {}).get("runs_per_arm", p["runs_per_arm"]),  # as grown
         "order": p["order"],
         "schedule": p["order"] + (" (BLOCKED: arms separated in time)" if first.get("blocked") else ", run-major"),
         "isolation": p["isolation"],
@@ -74,6 +74,7 @@ def design_of(manifests: list[dict]) -> dict[str, Any]:
         "salts": [m["salt"] for m in manifests],
         "arm_settings": arm_settings(manifests).to_dict("records"),
         "run_warnings": list(dict.fromkeys(w for m in manifests for w in m.get("warnings") or [])),
+        **({"stop_rule": first["stop_rule"]["reason"]} if first.get("stop_rule") else {}),  # why the batch stopped
     }
 
 

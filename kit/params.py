@@ -113,7 +113,8 @@ RUN = [
     Param("survival", (int, float), "a number from 0 to 1", lambda v: 0 <= v <= 1),
     Param("timeout_s", (int, float), "seconds > 0", lambda v: v > 0),
     Param("max_cycles", (int,), "an integer >= 1", lambda v: v >= 1),
-    Param("stop", (dict,), STOP_RULE, optional=True),  # its keys and values: kit.run (docs/method.md#planning)
+    # a non-empty mapping here; its keys and values are checked by kit.run (docs/method.md#planning)
+    Param("stop", (dict,), STOP_RULE, lambda v: bool(v), optional=True),
     _BASELINE,
 ]
 _BATCH = Param(

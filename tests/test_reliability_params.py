@@ -55,6 +55,9 @@ OUT_OF_RANGE: dict[str, object] = {
     "survival": 1.5,
     "timeout_s": 0,
     "max_cycles": 0,
+    "upstream_url": "ftp://127.0.0.1/v1",
+    "retention": "forever",
+    "stop": None,  # its keys and values are refused by kit.run.configure (tests/test_stop_rule.py)
     "batch_dir": None,
     "strict": None,
     "batch_dirs": ["ok", 3],
