@@ -54,7 +54,7 @@ _COMMON: dict[str, tuple[str, str]] = {
     "backend": ("what ran the trial: `sdk-openai`, `sdk-anthropic`, `codex`, `claude`, `snapshot`", "text"),
     "model": ("model name as the source reports it", "text"),
     "source_format": ("transcript format the row was read from (`kit.transcripts.FORMATS`)", "text"),
-    "source_path": ("file the row was read from", "path"),
+    "source_path": ("file the row was read from (in a batch's tables: relative to the batch folder)", "path"),
     "source_line": ("line of that file", "line number from 1"),
     "input_tokens": ("every prompt token, cached or not (docs/method.md#conventions)", "tokens"),
     "cache_read_tokens": ("prompt tokens served from the provider's cache; part of input", "tokens"),

@@ -94,8 +94,18 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
         "events": pd.DataFrame(events, columns=EVENT_COLUMNS).astype({"cycle": "Int64", "source_line": "Int64"}),
     }
     for name, df in tables.items():
-        write_table(bd.tables / f"{name}.parquet", df)
+        tables[name] = _inside(df, bd.root)
+        write_table(bd.tables / f"{name}.parquet", tables[name])
     return tables
+
+
+def _inside(df: pd.DataFrame, root: Path) -> pd.DataFrame:
+    """``source_path`` relative to the batch folder (``raw/<trial>/<file>``): the tables then name the same file
+    wherever the folder is copied or committed, and record no machine's absolute paths."""
+    if "source_path" not in df.columns or df.empty:
+        return df
+    prefix = str(root.resolve()) + "/"
+    return df.assign(source_path=df["source_path"].astype("string").str.removeprefix(prefix))
 
 
 def _with_calls_by_category(trials: pd.DataFrame, tool_results: pd.DataFrame) -> pd.DataFrame:

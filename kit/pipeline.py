@@ -286,7 +286,9 @@ def _move(running: Path, dest: Path) -> None:
     import nbformat
 
     nb = nbformat.read(running, as_version=4)
-    nb.metadata.setdefault("papermill", {})["output_path"] = str(dest)
+    record = nb.metadata.setdefault("papermill", {})
+    record["output_path"] = shown(dest)  # repository-relative: a committed notebook names no machine's folders
+    record["input_path"] = shown(Path(record["input_path"]))
     atomic_write(dest, lambda tmp: nbformat.write(nb, tmp))
     running.unlink()
 

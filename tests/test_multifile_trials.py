@@ -110,8 +110,10 @@ def test_occupancy_measures_the_main_window_and_starts_over_at_a_fresh_session(b
 def test_the_command_reads_the_folder_as_the_stage_does(batch):
     stage = parse.parse_batch(batch)["requests"]
     rows, issues, note = cli.collect([batch / "raw" / TRIAL])
-    keys = ["cycle", "file_cycle", "file_role", "sidechain", "turn", "source_path", "input_tokens"]
+    keys = ["cycle", "file_cycle", "file_role", "sidechain", "turn", "input_tokens"]
     assert rows[keys].equals(stage[keys]) and issues == [] and note.startswith("1 kit trial folder(s)")
+    inside = rows["source_path"].str.removeprefix(str(batch.resolve()) + "/")  # the stage's tables: batch-relative
+    assert inside.tolist() == stage["source_path"].tolist()
 
 
 def test_a_subagent_row_without_the_columns_is_still_left_out():

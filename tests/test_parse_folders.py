@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from paths import FIXTURES, ROOT
 
-from kit import parse
+from kit import parse, transcripts
 from kit.transcripts import cli, sources
 
 BATCH = ROOT / "outputs" / "examples" / "batch-read"
@@ -65,8 +65,10 @@ def test_the_command_and_the_stage_share_one_rule(tmp_path):
     copy = shutil.copytree(BATCH, tmp_path / "batch-read", ignore=shutil.ignore_patterns("tables"))
     stage = parse.parse_batch(copy)["requests"]
     command, issues, _ = cli.collect([copy])
-    keys = ["trial_id", "cycle", "file_cycle", "source_path", "source_line", *TOKENS]
+    keys = ["trial_id", "cycle", "file_cycle", "source_line", *TOKENS]
     assert command[keys].equals(stage[keys]) and issues == []
+    inside = command["source_path"].str.removeprefix(str(copy.resolve()) + "/")  # the stage's tables: batch-relative
+    assert inside.tolist() == stage["source_path"].tolist() and stage["source_path"].str.startswith("raw/").all()
 
 
 def test_a_nonexistent_path_exits_1_with_one_line(capsys):
@@ -114,7 +116,8 @@ def test_another_format_of_the_same_responses_is_checked_in_sums(tmp_path, capsy
     assert (found.primary, found.others) == ([trial / "sdk_responses.jsonl"], [trial / "copy.jsonl"])
     assert cli.main([str(trial)]) == 0
     err = capsys.readouterr().err
-    assert f"{trial / 'copy.jsonl'}:0: cross-check input_tokens: the primary transcripts give 74992" in err
+    primary = int(transcripts.read([trial / "sdk_responses.jsonl"])["input_tokens"].sum())
+    assert f"{trial / 'copy.jsonl'}:0: cross-check input_tokens: the primary transcripts give {primary}" in err
 
 
 def test_the_transcripts_own_adjustments_are_printed(capsys):
@@ -133,7 +136,7 @@ def test_a_listed_file_of_no_format_is_an_issue_not_the_end_of_the_parse(tmp_pat
     (trial / "meta.json").write_bytes(orjson.dumps({**meta, "transcripts": ["killed.jsonl", *meta["transcripts"]]}))
     tables = parse.parse_batch(batch)
     assert tables["parse_issues"].to_dict("records") == [
-        {"source_path": str(trial / "killed.jsonl"), "source_line": 0, "reason": "empty file"}
+        {"source_path": "raw/r00-placebo/killed.jsonl", "source_line": 0, "reason": "empty file"}  # batch-relative
     ]
     assert len(tables["requests"]) == len(committed())
     assert sources.trial(trial).primary == [trial / "sdk_responses.jsonl"]
