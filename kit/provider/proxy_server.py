@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 import uvicorn
@@ -46,6 +46,7 @@ from kit.provider.log import RequestLog, domain_of, record
 from kit.provider.prompt import PromptCounter
 from kit.provider.proxy_record import ResponseReader, api_of, canonical_usage, narrow_accept_encoding, read_request
 from kit.provider.server import MAX_BODY_BYTES, _api_key, _check_host, _error_response, _is_anthropic, _TrialPrefix
+from kit.provider.service import LoopbackService
 
 # Where a request goes when no upstream is named: its provider's public API (Messages and anything sent
 # with an ``anthropic-version`` header to Anthropic, the rest to OpenAI).
@@ -323,42 +324,12 @@ async def _disconnected(receive: Receive) -> None:
         message = await receive()
 
 
-class Proxy:
+class Proxy(LoopbackService):
     """A running recording proxy (returned by ``start_proxy``, yielded by ``proxy``)."""
 
     def __init__(self, app: ProxyApp, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
-        self._app, self._sock, self._server, self._thread = app, sock, server, thread
-        host, self.port = sock.getsockname()[:2]
-        self.host = host
-        self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
-        self.log_path: Path = app.log.path
+        super().__init__(app, sock, server, thread)
         self.upstream = app.upstream  # None: each API's public endpoint (PUBLIC_UPSTREAMS)
-
-    def trial_base_url(self, trial_id: str) -> str:
-        """Base URL whose requests are logged under ``trial_id`` (clients append ``/v1``), as the embedded
-        provider's ``Provider.trial_base_url``; the prefix is not forwarded."""
-        return f"{self.base_url}/t/{quote(trial_id, safe='')}"
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def stop(self) -> None:
-        """Stop serving, close the upstream connections and the log; safe to call twice."""
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._sock.close()
-        self._app.log.close()
-
-    def wait(self) -> None:
-        """Block until the proxy stops (Ctrl-C stops it)."""
-        try:
-            while self._thread.is_alive():
-                self._thread.join(0.5)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            self.stop()
 
 
 def start_proxy(

@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import orjson
 import uvicorn
@@ -66,6 +66,7 @@ from kit.provider.cache import BreakpointError, CacheEngine, CacheProfile, Cache
 from kit.provider.log import RequestLog, domain_of, record
 from kit.provider.policy import Conversation, EchoPolicy, Policy, Reply
 from kit.provider.prompt import ParsedRequest, PromptCounter, RequestError
+from kit.provider.service import LoopbackService
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 BODY_TIMEOUT_S = 30.0
@@ -455,15 +456,11 @@ class _WallClock:
         return time.monotonic() - self._start
 
 
-class Provider:
+class Provider(LoopbackService):
     """A running embedded provider (returned by ``start``, yielded by ``serve``)."""
 
     def __init__(self, app: ProviderApp, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
-        self._app, self._sock, self._server, self._thread = app, sock, server, thread
-        host, self.port = sock.getsockname()[:2]
-        self.host = host
-        self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
-        self.log_path: Path = app.log.path
+        super().__init__(app, sock, server, thread)
         self.profiles: dict[str, CacheProfile] = app.profiles  # by API: "responses", "chat", "messages"
         self.engines: dict[str, CacheEngine] = app.engines
         self.policy: Policy = app.policy
@@ -509,31 +506,6 @@ class Provider:
                 f"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 claude -p --model {MODELS[0]} 'your prompt'",
             ),
         ]
-
-    def trial_base_url(self, trial_id: str) -> str:
-        """Base URL whose requests are logged under ``trial_id`` (clients append ``/v1``)."""
-        return f"{self.base_url}/t/{quote(trial_id, safe='')}"
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def stop(self) -> None:
-        """Stop serving and close the log; safe to call twice."""
-        self._server.should_exit = True
-        self._thread.join(timeout=10)
-        self._sock.close()
-        self._app.log.close()
-
-    def wait(self) -> None:
-        """Block until the server stops (Ctrl-C stops it)."""
-        try:
-            while self._thread.is_alive():
-                self._thread.join(0.5)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            self.stop()
 
 
 def start(

@@ -1,0 +1,53 @@
+"""A loopback HTTP service running on its own thread: what the embedded provider and the recording proxy share.
+
+Both are started the same way (a uvicorn server on a bound loopback socket, in a thread) and are used the
+same way by the run stage and the tests: a base URL, a per-trial URL whose requests are logged under that
+trial, a request log, and a stop that is safe to call twice.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import uvicorn
+
+
+class LoopbackService:
+    """A running service; ``app`` is its ASGI application object, which holds the request log (``app.log``)."""
+
+    def __init__(self, app: Any, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
+        self._app, self._sock, self._server, self._thread = app, sock, server, thread
+        host, self.port = sock.getsockname()[:2]
+        self.host = host
+        self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        self.log_path: Path = app.log.path
+
+    def trial_base_url(self, trial_id: str) -> str:
+        """Base URL whose requests are logged under ``trial_id`` (clients append ``/v1``; the prefix is
+        stripped before a request is answered or forwarded)."""
+        return f"{self.base_url}/t/{quote(trial_id, safe='')}"
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop serving and close the log; safe to call twice."""
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._sock.close()
+        self._app.log.close()
+
+    def wait(self) -> None:
+        """Block until the service stops (Ctrl-C stops it)."""
+        try:
+            while self._thread.is_alive():
+                self._thread.join(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
