@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kit import analyze, metrics, occupancy, occupancy_block, parse, schema
+from kit import analyze, history, metrics, occupancy, occupancy_block, parse, schema
 from kit.transcripts._tools import CATEGORIES
 
 
@@ -543,21 +543,7 @@ TABLES: tuple[Table, ...] = (
 
 
 # ``python -m kit history`` (kit/history.py): paths relative to a history folder, not a batch folder.
-_VIEW_SUMS = [
-    "requests",
-    "input_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "uncached_input_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "total_tokens",
-    "hit_rate",
-    "cost_usd",
-    "credits",
-]
+_VIEW_SUMS = history.VIEW_COLUMNS
 _HISTORY_COMMON = {
     "agent": ("`main`, or `subagent` for subagent and compaction requests (their own window), shown apart", "text"),
     "requests": ("model responses", "count"),

@@ -56,6 +56,7 @@ SUMS = [
     "total_tokens",
 ]
 COSTS = ["cost_usd", "credits"]
+VIEW_COLUMNS = ["requests", *SUMS, "hit_rate", *COSTS]  # a view's columns after its key (columns.py describes them)
 PROFILES = {"claude": "anthropic", "codex": "openai-implicit"}  # kit.provider.cache profiles for the replay
 GAP_BINS = [0, 30, 120, 300, 900, 3600, np.inf]  # seconds; Anthropic's default cache TTL is 300 s
 GAP_LABELS = ["<30 s", "30 s–2 min", "2–5 min", "5–15 min", "15–60 min", "≥1 h"]

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from kit import plots
+from kit import history, plots
 from kit.layout import write_text
 from kit.report import _html, interval, md_table
 
@@ -36,20 +36,7 @@ TOKEN_PARTS = {
     "uncached_fresh": "uncached, not written",
     "output_tokens": "output",
 }
-VIEW_COLUMNS = [
-    "requests",
-    "input_tokens",
-    "cache_read_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "uncached_input_tokens",
-    "output_tokens",
-    "reasoning_tokens",
-    "total_tokens",
-    "hit_rate",
-    "cost_usd",
-    "credits",
-]
+VIEW_COLUMNS = [c for c in history.VIEW_COLUMNS if c != "cache_write_tokens"]  # the report shows the 5m/1h parts
 TOP = 15  # rows of a view shown in the report (the CSV holds them all)
 
 
