@@ -4,9 +4,10 @@ caveman's ``evals/`` (docs/method.md#controls and #sources) commits the raw mode
 per prompt, so anyone can recount them. :func:`snapshot_table` recomputes its ``measure.py`` table
 exactly: output tokens counted with tiktoken ``o200k_base``, per-prompt savings ``1 - skill/terse``,
 and over the prompts the median, mean, min, max and sample stdev, plus token totals; rows sorted by
-median, descending (docs/method.md#savings). It then adds what the original lacks: a seeded bootstrap
-interval on the mean saving (docs/method.md#intervals). :func:`snapshot_markdown` prints it the way the
-original does (``+NN%``, Unicode minus for a negative saving, stdev plain).
+median, descending (docs/method.md#savings). It then adds what the original lacks: a t-interval on
+the mean saving over prompts (:func:`kit.stats.per_prompt_savings`, docs/method.md#intervals).
+:func:`snapshot_markdown` prints it the way the original does (``+NN%``, Unicode minus for a negative
+saving, stdev plain).
 
 One deliberate difference: a prompt whose control output is empty has no saving, so it is left out
 with a note (:func:`kit.stats.per_prompt_savings`); ``measure.py`` counts it as a saving of 0.
@@ -125,10 +126,8 @@ def snapshot_table(
     encoding: str = "o200k_base",
     control: str = TERSE,
     confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
 ) -> pd.DataFrame:
-    """One row per skill: savings over ``control`` across prompts, token totals and a bootstrap CI.
+    """One row per skill: savings over ``control`` across prompts, token totals and a confidence interval.
 
     Columns: skill, n, median, mean, min, max, stdev (fractions, ``1 - skill/control`` per prompt),
     lower, upper (the interval on the mean), confidence, method, tokens_skill, tokens_control (totals over
@@ -149,7 +148,7 @@ def snapshot_table(
                 "value": [*counts[skill], *counts[control]],
             }
         )
-        s = stats.per_prompt_savings(values, skill, control, confidence=confidence, n_resamples=n_resamples, seed=seed)
+        s = stats.per_prompt_savings(values, skill, control, confidence=confidence)
         rows.append(
             {
                 "skill": skill,
@@ -172,8 +171,6 @@ def snapshot_table(
             "reference_totals": {a: int(counts[a].sum()) for a in snapshot.arms if _is_reference(a)},
             "per_prompt_tokens": {a: [int(v) for v in counts[a]] for a in counts.columns},
             "confidence": confidence,
-            "n_resamples": n_resamples,
-            "seed": seed,
             "source": snapshot.source,
         }
     )
@@ -193,7 +190,7 @@ def _fmt_sd(x: float) -> str:
 
 
 def snapshot_markdown(table: pd.DataFrame) -> str:
-    """The original ``measure.py`` report for this table, with a column for the bootstrap CI added."""
+    """The original ``measure.py`` report for this table, with a column for the confidence interval added."""
     a = table.attrs
     meta, control = a.get("metadata", {}), a.get("control", TERSE)
     totals = a.get("reference_totals", {})
@@ -223,12 +220,11 @@ def snapshot_markdown(table: pd.DataFrame) -> str:
             f"| **{r.skill}** | {fmt_pct(r.median)} | {fmt_pct(r.mean)} | {fmt_pct(r.min)} | {fmt_pct(r.max)} | "
             f"{_fmt_sd(r.stdev)} | {r.tokens_skill} / {r.tokens_control} | [{fmt_pct(r.lower)}, {fmt_pct(r.upper)}] |"
         )
-    method = next((m for m in table["method"] if m), "bootstrap over prompts")
+    method = next((m for m in table["method"] if m), "t-interval over prompts")
     lines += [
         "",
         f"_Savings = 1 - skill_tokens / {label}_tokens per prompt._",
-        f"_{ci}: {method} ({a.get('n_resamples', '?')} resamples, seed {a.get('seed', '?')}); one run per "
-        "(prompt, arm), so run-to-run variance is not in it._",
+        f"_{ci}: {method}; one run per (prompt, arm), so run-to-run variance is not in it._",
     ]
     notes = [f"{r.skill}: {r.note}" for r in table.itertuples(index=False) if r.note]
     lines += [f"_Note: {n}_" for n in notes]
@@ -286,33 +282,22 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number of resamples, got {text}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``python -m kit snapshot PATH``: print a snapshot's savings table with its bootstrap interval.
+    """``python -m kit snapshot PATH``: print a snapshot's savings table with its confidence interval.
 
     A file that cannot be read or is not a snapshot gives one line on stderr naming the place, and exit 1.
     """
     ap = argparse.ArgumentParser(
         prog="python -m kit snapshot",
-        description="Recount a committed three-arm snapshot (results.json) and add a seeded bootstrap CI.",
+        description="Recount a committed three-arm snapshot (results.json) and add a confidence interval.",
     )
     ap.add_argument("path", help="the snapshot file, e.g. tests/fixtures/caveman/results.json")
     ap.add_argument("--control", default=TERSE, help=f"the arm savings are measured against (default {TERSE})")
-    ap.add_argument("--n-resamples", type=_positive, default=10_000, help="bootstrap resamples (default 10000)")
-    ap.add_argument("--seed", type=int, default=0, help="bootstrap seed: the same seed, the same interval")
     ap.add_argument("--confidence", type=_fraction, default=0.95, help="interval level (default 0.95)")
     args = ap.parse_args(argv)
     try:
         snapshot = load_snapshot(args.path)
-        table = snapshot_table(
-            snapshot, control=args.control, confidence=args.confidence, n_resamples=args.n_resamples, seed=args.seed
-        )
+        table = snapshot_table(snapshot, control=args.control, confidence=args.confidence)
     except SnapshotError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
