@@ -441,7 +441,7 @@ TABLES: tuple[Table, ...] = (
             "rel_err": ("median relative error of >= 95% one-result gaps priced at the trial's ratio", "fraction"),
             "requests": ("requests of the trial (the block's turns)", "count"),
             "compactions": ("compaction events seen (docs/method.md#compaction)", "count"),
-            "evicted_tokens": ("tokens shed by micro-compaction", "tokens"),
+            "evicted_tokens": ("tokens that left the window (micro-compaction, compactions, fresh sessions)", "tokens"),
             "sessions": ("sessions the trial's window started over in (a fresh session clears it)", "count"),
             "output_measure": ("how the responses' own output was known: `chars`, `tokens` or `mixed`", "text"),
         },
