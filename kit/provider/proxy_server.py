@@ -46,7 +46,7 @@ from kit.provider.log import RequestLog, domain_of, record
 from kit.provider.prompt import PromptCounter
 from kit.provider.proxy_record import ResponseReader, api_of, canonical_usage, narrow_accept_encoding, read_request
 from kit.provider.server import MAX_BODY_BYTES, _api_key, _check_host, _error_response, _is_anthropic, _TrialPrefix
-from kit.provider.service import LoopbackService
+from kit.provider.service import LoopbackService, launch
 
 # Where a request goes when no upstream is named: its provider's public API (Messages and anything sent
 # with an ``anthropic-version`` header to Anthropic, the rest to OpenAI).
@@ -362,26 +362,9 @@ def start_proxy(
         sock.close()
         raise
     # The upstream's own Server and Date headers pass through: uvicorn must not add a second pair.
-    config = uvicorn.Config(
-        _TrialPrefix(app),
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        server_header=False,
-        date_header=False,
-        timeout_graceful_shutdown=2,
+    server, thread = launch(
+        _TrialPrefix(app), sock, app.log, "the recording proxy", lifespan="on", server_header=False, date_header=False
     )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="kit-proxy", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            sock.close()
-            app.log.close()
-            raise RuntimeError("the recording proxy did not start")
-        time.sleep(0.005)
     return Proxy(app, sock, server, thread)
 
 

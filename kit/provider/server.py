@@ -66,7 +66,7 @@ from kit.provider.cache import BreakpointError, CacheEngine, CacheProfile, Cache
 from kit.provider.log import RequestLog, domain_of, record
 from kit.provider.policy import Conversation, EchoPolicy, Policy, Reply
 from kit.provider.prompt import ParsedRequest, PromptCounter, RequestError
-from kit.provider.service import LoopbackService
+from kit.provider.service import LoopbackService, launch
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 BODY_TIMEOUT_S = 30.0
@@ -555,18 +555,7 @@ def start(
     except BaseException:
         sock.close()
         raise
-    config = uvicorn.Config(app.app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="kit-provider", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            sock.close()
-            app.log.close()
-            raise RuntimeError("the embedded provider did not start")
-        time.sleep(0.005)
+    server, thread = launch(app.app, sock, app.log, "the embedded provider", lifespan="off")
     return Provider(app, sock, server, thread)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -51,3 +52,26 @@ class LoopbackService:
             pass
         finally:
             self.stop()
+
+
+def launch(
+    asgi: Any, sock: socket.socket, log: Any, name: str, **config: Any
+) -> tuple[uvicorn.Server, threading.Thread]:
+    """Serve ``asgi`` on the bound ``sock`` from a daemon thread; return once it accepts connections.
+
+    A server that does not come up within 10 s is stopped, its socket and ``log`` closed, and the start
+    refused (``name`` says which service), so no half-started thread is left behind.
+    """
+    options = {"log_level": "warning", "access_log": False, "timeout_graceful_shutdown": 2, **config}
+    server = uvicorn.Server(uvicorn.Config(asgi, **options))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=name, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            sock.close()
+            log.close()
+            raise RuntimeError(f"{name} did not start")
+        time.sleep(0.005)
+    return server, thread
