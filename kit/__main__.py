@@ -67,7 +67,17 @@ def _provider(argv: list[str]) -> int:
     if argv[:1] not in (["serve"], ["proxy"]):
         print(usage, file=sys.stderr)
         return 2
-    return cli.main(argv) or 0  # it reads the word serve or proxy itself
+    return cli.main(argv, batch_settings=_served_batch) or 0  # it reads the word serve or proxy itself
+
+
+def _served_batch(file: str | None, yaml_texts: list[str], pairs: list[tuple[str, str]]) -> dict:
+    """``provider serve -f …``: the settings the run stage's provider would use for this batch and salt."""
+    from kit import pipeline, run
+
+    params = pipeline.load_params(file, yaml_texts, pairs)
+    if params.get("salt") is None:
+        raise ValueError("serving as a batch needs the batch's salt: -p salt S (the manifest's salt)")
+    return vars(run.provider_settings(run.configure(params), params["salt"]))
 
 
 def _parse(argv: list[str]) -> int:

@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 import yaml
 
+from kit.provider.policy import CACHE_BUST_TOOL
+
 ORDERS = ("alternate", "random", "blocked")
 ISOLATION_MODES = ("none", "nonce", "cache_bust_tool", "prompt_cache_key", "all")
 PLACEMENTS = ("agents_file", "system", "append_system", "developer_instructions", "user_prefix")
@@ -115,7 +117,7 @@ def nonce(salt: str, arm: str, run: int) -> str:
 
 def cache_bust_tool_name(trial_nonce: str) -> str:
     """``cache_bust_<id>``: at the top of the prefix, so no trial matches another's first tokens."""
-    name = f"cache_bust_{trial_nonce}"
+    name = CACHE_BUST_TOOL.format(trial_nonce)
     assert _TOOL_NAME.match(name), name
     return name
 

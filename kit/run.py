@@ -52,6 +52,7 @@ from kit.agents.cli_common import resolve_binary, version
 from kit.design import Arm, ParamError, Slot
 from kit.layout import BatchDir, atomic_write, from_root, sha256_tree, write_json, write_text
 from kit.params import RUN, STOP_RULE, did_you_mean, validate
+from kit.provider.policy import Policy
 from kit.redact import redact
 
 EMBEDDED_KEY = "kit-embedded-placeholder"  # not a secret: the embedded provider ignores it
@@ -541,14 +542,26 @@ def _provider(cfg: RunConfig, bd: BatchDir, salt: str) -> Iterator[tuple[str, Pa
         return
     from kit.provider import serve
 
-    with serve(
-        profile=p["profile"],
-        policy=cfg.pack.policy(),
-        seed=policy_seed(p["seed"], salt),
-        log_path=log_path,
-        survival=p["survival"],
-    ) as srv:
+    with serve(log_path=log_path, **vars(provider_settings(cfg, salt))) as srv:
         yield srv.base_url, log_path
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """What the embedded provider plays for a batch: its cache profile, the pack's scripted model, the model's
+    seed and the cache survival. One definition for the run stage and ``python -m kit provider serve -f …``, so a
+    provider served by hand answers a batch's trials exactly as the run stage's own would (the recording proxy's
+    test upstream, docs/method.md#isolation)."""
+
+    profile: str
+    policy: Policy
+    seed: int
+    survival: float
+
+
+def provider_settings(cfg: RunConfig, salt: str) -> ProviderSettings:
+    p = cfg.params
+    return ProviderSettings(p["profile"], cfg.pack.policy(), policy_seed(p["seed"], salt), p["survival"])
 
 
 def policy_seed(seed: int, salt: str) -> int:

@@ -2,13 +2,12 @@
 
 The run stage starts ``kit.provider.proxy`` in front of ``upstream_url`` and gives every trial the proxy's trial
 URL; the proxy logs where the embedded provider logs, so parse, the cache model and the warmth sweep read the
-proxied batch as they read a simulated one. Here the upstream is the embedded provider itself, with the direct
-batch's task policy, seed and cache profile. Two things the direct batch's provider sees are, by design, not
-forwarded: the trial id (the proxy strips ``/t/<trial_id>``) and the kit's placeholder key (the agent sends the
-real key). The scripted model draws its choices from the trial id and the response ids from the key's cache
-domain, so the upstream here is given both back by ``DirectView``: the trial from the nonce in the prompt (one
-per trial, docs/method.md#isolation), the placeholder key in place of the real one. Everything else (each
-request's bytes, the token counts, the cache) goes through the proxy unchanged and must come out equal.
+proxied batch as they read a simulated one. Here the upstream is the embedded provider serving as the direct
+batch's run stage serves it (``run.provider_settings``; from the command line ``python -m kit provider serve -f
+params/demo.yaml -p salt S``). The proxy forwards each request's bytes, not the kit's ``/t/<trial_id>`` prefix nor
+the placeholder key (the agent sends the user's key): the scripted model knows a trial by the nonce inside the
+request (``Conversation.identity``) and its response ids ignore the key, so nothing is restored between proxy and
+upstream, and the tables must come out equal.
 
 The real key is a planted fake in the environment; no byte of the batch folder may hold it.
 """
@@ -17,23 +16,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from starlette.middleware import Middleware
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kit import analyze, design, parse, pipeline, run
 from kit.agents import cli_common
 from kit.provider import serve
+from tests.served import serve_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SALT = "realproxy01"
 PLANTED = {"OPENAI_API_KEY": "sk-proj-KITPLANTEDopenai7f3a9c", "ANTHROPIC_API_KEY": "sk-ant-KITPLANTEDanthropic51e2"}
-NONCE = re.compile(rb"Trial nonce: ([0-9a-f]{16})")
 BACKENDS = ["sdk-openai", "sdk-anthropic", "codex", "claude"]
 # Codex sends its thread id (new every run) as prompt_cache_key, which routes each trial's first request to a random
 # one of the profile's machines: which trial reads the shared hidden prefix (1,152 tokens) varies run to run, direct
@@ -45,37 +41,6 @@ CLI_RATIOS = ("total_tokens", "output_tokens", "input_tokens")
 ANALYSIS = {"n_resamples": 1000, "seed": 0, "warmth_levels": 5}
 
 
-class DirectView:
-    """ASGI middleware before the upstream provider: the trial id (from the prompt's nonce) and the placeholder
-    key, as the direct batch's provider received them; the body is passed on as it came."""
-
-    def __init__(self, app: ASGIApp, trials: dict[bytes, str]) -> None:
-        self.app, self.trials = app, trials
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body, more = body + message.get("body", b""), message.get("more_body", False)
-        found = NONCE.search(body)
-        headers = [(k, v) for k, v in scope["headers"] if k not in (b"authorization", b"x-api-key")]
-        headers.append((b"authorization", f"Bearer {run.EMBEDDED_KEY}".encode()))
-        scope = {**scope, "headers": headers, "kit_trial_id": self.trials.get(found.group(1)) if found else None}
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
-
-
 def _values(out: Path, backend: str, batch: str, **over) -> dict:
     params = pipeline.load_params(str(ROOT / "params/demo.yaml"))
     params.update(outputs_dir=str(out), batch=batch, backend=backend, runs_per_arm=2, concurrency=1, salt=SALT)
@@ -84,15 +49,9 @@ def _values(out: Path, backend: str, batch: str, **over) -> dict:
 
 
 @contextlib.contextmanager
-def direct_view_upstream(cfg: run.RunConfig) -> Iterator[str]:
-    """The embedded provider as the direct batch of ``cfg`` runs it (policy, seed, profile), behind ``DirectView``."""
-    p = cfg.params
-    slots = design.schedule(p["arms"], p["runs_per_arm"], p["order"], SALT, p["seed"])
-    trials = {s.nonce.encode(): s.trial_id for s in slots}
-    with serve(
-        profile=p["profile"], policy=cfg.pack.policy(), seed=run.policy_seed(p["seed"], SALT), survival=p["survival"]
-    ) as upstream:
-        upstream._app.app.user_middleware.insert(0, Middleware(DirectView, trials=trials))  # before any request
+def batch_upstream(cfg: run.RunConfig) -> Iterator[str]:
+    """The embedded provider as the run stage of ``cfg`` with the test's salt runs it (pack, profile, seed)."""
+    with serve(**vars(run.provider_settings(cfg, SALT))) as upstream:
         yield upstream.base_url
 
 
@@ -156,7 +115,7 @@ def test_proxied_batch_equals_the_direct_one_and_holds_no_key(tmp_path, monkeypa
     # the CLIs put those paths into their prompts and tool calls.
     direct = _batch(run.configure(_values(tmp_path, backend, "b"))).rename(tmp_path / "direct")
     cfg = run.configure(_values(tmp_path, backend, "b", endpoint="real", upstream_url="http://127.0.0.1:1/v1"))
-    with direct_view_upstream(cfg) as upstream:
+    with batch_upstream(cfg) as upstream:
         # OPENAI_BASE_URL's form (with /v1) for the OpenAI family, ANTHROPIC_BASE_URL's (without) otherwise
         url = f"{upstream}/v1" if backend in ("sdk-openai", "codex") else upstream
         proxied = _batch(run.configure(_values(tmp_path, backend, "b", endpoint="real", upstream_url=url)))
@@ -174,15 +133,21 @@ def test_proxied_batch_equals_the_direct_one_and_holds_no_key(tmp_path, monkeypa
     _no_planted_key(proxied)
 
 
-def test_kit_batch_real_endpoint_writes_no_key_in_notebooks_or_html(tmp_path, monkeypatch):
-    """The four notebooks (papermill, HTML) of a proxied batch: the key is inherited by the kernels, never written."""
+def test_kit_batch_through_the_proxy_to_kit_provider_serve_equals_the_direct_batch(tmp_path, monkeypatch):
+    """As a user does it: ``python -m kit provider serve -f params/demo.yaml -p salt S`` in its own process, the
+    four notebooks (papermill, HTML) of the batch with ``-p endpoint real -p upstream_url <it>/v1``; the tables
+    equal the direct batch's, and the key, inherited by the kernels, is never written."""
     for name, key in PLANTED.items():
         monkeypatch.setenv(name, key)
-    cfg = run.configure(_values(tmp_path, "sdk-openai", "nb", endpoint="real", upstream_url="http://127.0.0.1:1"))
-    with direct_view_upstream(cfg) as upstream:
-        values = _values(tmp_path, "sdk-openai", "nb", endpoint="real", upstream_url=upstream, **ANALYSIS)
+    direct = _batch(run.configure(_values(tmp_path, "sdk-openai", "nb"))).rename(tmp_path / "direct")
+    with serve_cli("-f", "params/demo.yaml", "-p", "salt", SALT) as banner:
+        url = f"{banner[0]}/v1"
+        values = _values(tmp_path, "sdk-openai", "nb", endpoint="real", upstream_url=url, **ANALYSIS)
         folder = pipeline.execute(values, progress=False, timeout_s=300)
     assert (folder / "analysis/warmth.csv").is_file() and (folder / "plot.html").is_file()
+    mine, theirs = _tables(folder), _tables(direct)
+    for name in mine:
+        pd.testing.assert_frame_equal(mine[name], theirs[name], check_dtype=False, obj=name)
     _no_planted_key(folder)
 
 
@@ -198,7 +163,7 @@ def test_real_endpoint_parameters_are_checked_before_anything_is_written(tmp_pat
 def test_resume_refuses_a_changed_upstream(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", PLANTED["OPENAI_API_KEY"])
     cfg = run.configure(_values(tmp_path, "sdk-openai", "b", endpoint="real", upstream_url="http://127.0.0.1:1"))
-    with direct_view_upstream(cfg) as upstream:
+    with batch_upstream(cfg) as upstream:
         first = run.configure(_values(tmp_path, "sdk-openai", "b", endpoint="real", upstream_url=upstream))
         folder = run.run_batch(first, progress=False)
     moved = run.configure(_values(tmp_path, "sdk-openai", "b", endpoint="real", upstream_url="http://127.0.0.1:2"))

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import signal
-import subprocess
-import sys
-import threading
 import tomllib
 
 import anthropic
@@ -20,6 +16,7 @@ from kit.provider import serve
 from kit.provider.cache import load_profile
 from kit.provider.log import read
 from tests.paths import ROOT
+from tests.served import serve_cli, start_serve_cli
 
 LONG = "You are a careful coding agent. Follow the repository conventions exactly. " * 150  # ~2k tokens
 MODEL = "sim-agent"  # the model of every params/*.yaml
@@ -114,46 +111,10 @@ def test_models_list_names_every_params_model_in_each_sdks_shape():
     assert all(m.type == "model" and m.display_name == m.id and m.created_at.year >= 2026 for m in anthropic_models)
 
 
-def _serve_cli(*args: str) -> tuple[subprocess.Popen, list[str]]:
-    """``python -m kit provider serve`` in a child process, and the lines it prints before serving (read by a
-    thread, so that a child that hangs before printing fails the test instead of blocking it)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kit", "provider", "serve", "--port", "0", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-    done = threading.Event()
-
-    def read_banner() -> None:
-        for line in proc.stdout:
-            lines.append(line.rstrip("\n"))
-            if line.startswith("policy:"):
-                break
-        done.set()
-
-    threading.Thread(target=read_banner, daemon=True).start()
-    if not done.wait(60) or not lines or not lines[-1].startswith("policy:"):
-        proc.kill()
-        raise AssertionError(f"serve printed {lines} then stopped; stderr: {proc.communicate()[1]}")
-    return proc, lines
-
-
 @pytest.fixture
 def cli_server():
-    proc, lines = _serve_cli()
-    try:
+    with serve_cli() as lines:
         yield lines
-    finally:
-        proc.send_signal(signal.SIGINT)  # Ctrl-C: the CLI stops the server and closes the log
-        try:
-            assert proc.wait(timeout=15) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
 
 
 def test_cli_serve_without_profile_prints_settings_that_work(cli_server, monkeypatch):
@@ -198,7 +159,7 @@ def test_cli_serve_without_profile_prints_settings_that_work(cli_server, monkeyp
 
 
 def test_cli_named_profile_applies_to_every_route():
-    proc, lines = _serve_cli("--profile", "anthropic")
+    proc, lines = start_serve_cli("--profile", "anthropic")
     try:
         profiles = next(line for line in lines if line.startswith("profiles: "))
         assert profiles == ("profiles: /v1/responses anthropic, /v1/chat/completions anthropic, /v1/messages anthropic")

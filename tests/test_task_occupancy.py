@@ -326,7 +326,7 @@ def _mean(rows, arm, key):
 @pytest.mark.parametrize("backend", ["sdk-openai", "sdk-anthropic"])
 def test_end_to_end_both_arms_are_right_and_explore_leaves_less_resident(backend, tmp_path):
     pack = oc.OccupancyPack()
-    rows = run_pack(pack, backend, tmp_path)
+    rows = run_pack(pack, backend, tmp_path, runs=6)
     assert all(r["status"] == "ok" for r in rows)
     assert all(pack.grade_turns(r["answers"]).score == 1.0 and pack.grade(r["final"]).score == 1.0 for r in rows)
     assert all(("explore" in r["tool_specs"]) == (r["arm"] == "explore") for r in rows)
@@ -335,9 +335,9 @@ def test_end_to_end_both_arms_are_right_and_explore_leaves_less_resident(backend
     resident = _mean(rows, "files", "resident") / _mean(rows, "explore", "resident")
     final_ctx = _mean(rows, "files", "final_ctx") / _mean(rows, "explore", "final_ctx")
     total = _mean(rows, "files", "total") / _mean(rows, "explore", "total")
-    # measured (preset small, 10 runs per arm, openai / anthropic): resident 2.1x, final context 1.4x / 1.5x,
-    # total 1.4x / 1.5x
-    assert 1.8 < resident < 2.8 and 1.2 < final_ctx < 1.8 and 1.15 < total < 1.7, (resident, final_ctx, total)
+    # measured (preset small, 6 runs per arm, six salts, openai / anthropic): resident 2.10-2.42x, final context
+    # 1.40-1.56x / 1.52-1.66x, total 1.27-1.68x / 1.35-1.75x (3 runs per arm reach total 2.1x: too few to bound)
+    assert 1.8 < resident < 2.8 and 1.2 < final_ctx < 1.9 and 1.15 < total < 2.0, (resident, final_ctx, total)
 
 
 # ---------------------------------------------------------------- the user's own repository

@@ -172,14 +172,14 @@ def test_true_effect_is_stated_in_the_params_file_and_the_manifest():
 def test_a_batch_runs_end_to_end_on_the_embedded_provider(tmp_path, monkeypatch):
     monkeypatch.setitem(tasks.PACKS, "terse", TersePack)
     params = pipeline.load_params(str(ROOT / "params/terse.yaml"))
-    params.update(
-        outputs_dir=str(tmp_path), batch="t1", runs_per_arm=1, concurrency=1, salt="terse-e2e"
-    )  # fixed: the policy draws from (seed, salt)
+    params.update(outputs_dir=str(tmp_path), batch="t1", runs_per_arm=3, concurrency=1, salt="terse-e2e")
     folder = run.run_batch(run.configure(params), progress=False)
-    table = run.summary(folder).set_index("arm")
+    table = run.summary(folder)
     assert set(table["status"]) == {"ok"}
-    assert table.loc["baseline", "grade"] == table.loc["terse", "grade"] == 1.0
-    answers = {arm: (folder / "raw" / f"r00-{arm}" / "answer.md").read_text() for arm in table.index}
-    lengths = {arm: count(text) for arm, text in answers.items()}
-    assert lengths["baseline"] > lengths["terse"] > lengths["skill"]
-    assert "reset --soft" in answers["skill"]
+    assert set(table[table["arm"] != "skill"]["grade"]) == {1.0} and table["grade"].min() >= 2 / 3
+    answers = {(r.arm, r.run): (folder / "raw" / r.trial_id / "answer.md").read_text() for r in table.itertuples()}
+    # three questions per arm: the arms' mean lengths keep the true effect's order (0.7x, then 0.6x of that;
+    # one question alone inverts baseline and terse about once in twenty, from the 15% length noise)
+    lengths = {arm: sum(count(text) for (a, _), text in answers.items() if a == arm) for arm in params["arms"]}
+    assert lengths["baseline"] > lengths["terse"] > lengths["skill"], lengths
+    assert "reset --soft" in answers[("baseline", 0)]

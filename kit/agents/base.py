@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 
-from kit.design import Arm
+from kit.design import Arm, cache_bust_tool_name
+from kit.provider.policy import NONCE_LINE
 
 # The kit's own agents' system prompt: as long as a real harness's guidance, so the shared prefix is
 # cacheable (>= 1,024 tokens) and cache isolation between trials is measurable.
@@ -43,11 +44,11 @@ class TrialSpec:
 
     @property
     def cache_bust_tool(self) -> str | None:
-        return f"cache_bust_{self.nonce}" if "cache_bust_tool" in self.isolation else None
+        return cache_bust_tool_name(self.nonce) if "cache_bust_tool" in self.isolation else None
 
     @property
     def nonce_line(self) -> str | None:
-        return f"Trial nonce: {self.nonce}" if "nonce" in self.isolation else None
+        return NONCE_LINE.format(self.nonce) if "nonce" in self.isolation else None
 
 
 @dataclass

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def parser() -> argparse.ArgumentParser:
@@ -26,7 +27,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log", default=None, help="request log path (default: a temporary file)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (loopback unless --allow-non-loopback)")
     p.add_argument("--allow-non-loopback", action="store_true", help="allow binding a non-loopback address")
+    batch = p.add_argument_group(
+        "as a batch's run stage would serve it",
+        "a batch's parameters, as `python -m kit batch` takes them, with its salt (-p salt S): the pack's scripted "
+        "model, the batch's cache profile, seed and survival instead of --profile/--seed/--survival; a batch run "
+        "with -p endpoint real -p upstream_url <this server>/v1 is then answered as the same batch run directly",
+    )
+    batch.add_argument("-f", "--parameters-file", dest="file", help="YAML parameter file (params/*.yaml)")
+    batch.add_argument("-y", "--parameters-yaml", dest="yaml", action="append", default=[], help="YAML string")
+    batch.add_argument(
+        "-p", "--parameters", dest="pairs", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+        help="one parameter (text, a number, True/False/None)",
+    )  # fmt: skip
     return p
+
+
+BatchSettings = Callable[[str | None, list[str], list[tuple[str, str]]], dict[str, Any]]
 
 
 def proxy_parser() -> argparse.ArgumentParser:
@@ -67,9 +83,11 @@ def proxy_main(args: Sequence[str]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, batch_settings: BatchSettings | None = None) -> int:
     """Serve (or proxy) until interrupted. ``argv`` starts with ``proxy`` for the proxy; otherwise it is the
-    serve command's, with or without the word ``serve`` (``python -m kit`` strips it today)."""
+    serve command's, with or without the word ``serve`` (``python -m kit`` strips it today). ``batch_settings``
+    turns batch parameters (-f/-y/-p) into the provider's settings; the caller supplies it because the provider
+    knows nothing of task packs (docs/design.md, 'Who imports whom')."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["proxy"]:
         return proxy_main(args[1:])
@@ -84,15 +102,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if options.profile is not None and options.profile not in profile_names():
         p.error(f"--profile {options.profile!r} is not one of {profile_names()}")
+    settings = {"profile": options.profile, "seed": options.seed, "survival": options.survival}
+    if options.file or options.yaml or options.pairs:
+        overridden = [f"--{n}" for n in settings if f"--{n}" in args or any(a.startswith(f"--{n}=") for a in args)]
+        if overridden:
+            p.error(f"{', '.join(overridden)} cannot be given with batch parameters (the batch sets them)")
+        if batch_settings is None:
+            p.error("batch parameters need `python -m kit provider serve`, which knows the task packs")
+        try:
+            settings = batch_settings(options.file, options.yaml, [tuple(pair) for pair in options.pairs])
+        except ValueError as exc:
+            p.error(str(exc))
     try:
         serve_forever(
-            profile=options.profile,
-            seed=options.seed,
             port=options.port,
             host=options.host,
             log_path=options.log,
-            survival=options.survival,
             allow_non_loopback=options.allow_non_loopback,
+            **settings,
         )
     except ValueError as exc:
         p.error(str(exc))

@@ -16,6 +16,19 @@ from typing import Literal, Protocol
 
 Role = Literal["system", "user", "assistant", "tool"]
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+# How a kit trial names itself inside its requests (docs/method.md#isolation): a nonce line at the system -> task
+# boundary and a ``cache_bust_<nonce>`` tool. The scripted model keys its choices on the nonce because it is the one
+# trial identity that reaches the provider through anything in between (the recording proxy forwards the request's
+# bytes, not the kit's ``/t/<trial_id>`` URL prefix).
+NONCE_LINE = "Trial nonce: {}"
+CACHE_BUST_TOOL = "cache_bust_{}"
+_TRIAL_NONCE = re.compile(r"(?:Trial nonce: |cache_bust_)([0-9a-f]{16})\b")
+
+
+def trial_nonce(text: str) -> str | None:
+    """The kit trial nonce named in ``text`` (a nonce line or a ``cache_bust_<nonce>`` tool name), if any."""
+    found = _TRIAL_NONCE.search(text)
+    return found.group(1) if found else None
 
 
 @dataclass(frozen=True)
@@ -93,8 +106,21 @@ class Conversation:
 
     def rng(self, salt: str = "") -> random.Random:
         """Deterministic randomness for (seed, trial, cycle, salt): same request, same answer."""
-        key = f"{self.seed}|{self.trial_id or self._fallback_id()}|{self.cycle}|{salt}"
+        key = f"{self.seed}|{self.identity()}|{self.cycle}|{salt}"
         return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+
+    def identity(self) -> str:
+        """Which trial this request belongs to, for the scripted model's draws: the kit nonce the request carries,
+        else the trial id the request came with (``/t/<trial_id>``), else a digest of its system prompt and first
+        user turn. The nonce comes first so a trial is answered alike whether it reaches the provider directly or
+        through the recording proxy, which forwards the body but not the URL prefix."""
+        return self.nonce() or self.trial_id or self._fallback_id()
+
+    def nonce(self) -> str | None:
+        """The kit trial nonce in the system prompt, a tool name or a message (searched in that order, first hit;
+        the nonce sits at the system -> task boundary, so the search rarely reads past the first turn)."""
+        texts = (self.system, *(t.name for t in self.tools), *(m.text for m in self.messages))
+        return next((n for n in map(trial_nonce, texts) if n), None)
 
     def _fallback_id(self) -> str:
         first = next((m.text for m in self.messages if m.role == "user"), "")

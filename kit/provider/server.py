@@ -301,7 +301,7 @@ class ProviderApp:
                 raise RequestError("cache_control", str(exc)) from None
             reply = self.policy.reply(parsed.conversation)
             output_tokens = self._output_tokens(reply)
-            with wire_openai.id_stream(self._ids(domain, trial_id, segments)):
+            with wire_openai.id_stream(self._ids(parsed.conversation.identity(), segments)):
                 rendered = self._render(api, parsed, reply, result, output_tokens)
         except (RecursionError, orjson.JSONEncodeError):  # nested deeper than the prompt renderer goes
             message = "request body is nested too deeply"
@@ -355,11 +355,13 @@ class ProviderApp:
             _frames(payload), media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
         )
 
-    def _ids(self, domain: str, trial_id: str | None, segments: list) -> random.Random:
-        """The response's id stream: a function of the seed, the caller, the trial, the whole prompt and how
-        often that prompt was seen before, so the same batch (seed, salt) gets the same ids (and so the same
-        prompt tokens) when it runs again, and no two responses share ids (a retry gets new ones)."""
-        key = "|".join([str(self.seed), domain, trial_id or "", *(s.digest for s in segments)]).encode()
+    def _ids(self, trial: str, segments: list) -> random.Random:
+        """The response's id stream: a function of the seed, the trial (``Conversation.identity``), the whole
+        prompt and how often that prompt was seen before, so the same batch (seed, salt) gets the same ids (and so
+        the same prompt tokens) when it runs again, directly or through the recording proxy, and no two responses
+        share ids (a retry gets new ones). The caller's key is left out: the proxy forwards the user's key where
+        the run stage sends the kit's placeholder, and the ids must not tell them apart."""
+        key = "|".join([str(self.seed), trial, *(s.digest for s in segments)]).encode()
         digest = hashlib.blake2b(key, digest_size=16).digest()
         with self._seen_lock:
             seen = self._seen.pop(digest, 0)

@@ -20,9 +20,10 @@ again, so ``builtin`` reads each file once (and re-reads the tokens module with 
 straight to the files its summary names, or searching from scratch with probability ``p_rediscover``
 (default 0.2). Answers are computed from what was read and are equally correct in both arms.
 So ``with_session`` makes more tool calls and reads more, but sends fewer total tokens because no
-transcript is carried. Measured on the embedded provider (seed 0, 10 trials per arm, sdk-openai /
-sdk-anthropic): total tokens builtin / with_session 2.21x / 2.18x with preset large and 1.53x / 1.44x
-with preset small; with_session makes 1.5x the file reads (15.1 vs 10.2) and 1.4x the model responses.
+transcript is carried. Measured on the embedded provider (10 trials per arm, four salts, sdk-openai /
+sdk-anthropic): total tokens builtin / with_session 1.57-1.91x / 1.55-1.89x with preset large and
+1.20-1.39x / 1.14-1.31x with preset small; with_session makes 1.6-1.9x the file reads (16.5-19.3 vs
+10.1-10.4 per trial; the spread is mostly how many of its 40 later turns drew a rediscovery).
 The uncached ratio is not a property of the pack: it slides with cache warmth (docs/method.md#warmth). Cold,
 it equals the total ratio; at the embedded provider's warmth (cache hit rate builtin 84%, with_session
 35%, preset large) builtin / with_session uncached is ~0.54x, inverted, because builtin's long
@@ -534,8 +535,7 @@ def grade_turns(answers: list[str], truth: Truth) -> Grade:
 
 def _turn_rng(conv: Conversation, turn: int, salt: str) -> random.Random:
     """Randomness fixed for a whole turn (``Conversation.rng`` changes with every cycle)."""
-    first = next((m.text for m in conv.messages if m.role == "user"), "")
-    key = f"{conv.seed}|{conv.trial_id or first[:200]}|{turn}|{salt}"
+    key = f"{conv.seed}|{conv.identity()}|{turn}|{salt}"
     return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
 
 
@@ -637,8 +637,8 @@ class SessionChainPack(QuestionChain):
         return (
             "builtin carries the transcript and reads each file once (re-reads the token module with "
             f"p={self.p_reread} per later turn); with_session re-reads what each turn needs (searching from "
-            f"scratch with p={self.p_rediscover}); answers identical; total tokens builtin/with_session ~2.2x "
-            "(preset large), ~1.5x (small)"
+            f"scratch with p={self.p_rediscover}); answers identical; total tokens builtin/with_session ~1.7x "
+            "(preset large), ~1.3x (small)"
         )
 
     def arms(self) -> dict[str, Arm]:
