@@ -295,7 +295,10 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
                 break  # a stopped batch resumed with nothing to run: nothing new to look at
             if not _look(cfg, bd, manifest, progress):
                 break
+    trials = _trial_table(bd.root, ["simulated"])
     manifest.update(
+        # endpoint real, but the upstream was the kit's own provider: the batch measured the simulation
+        simulated=bool(manifest["simulated"] or trials["simulated"].fillna(False).astype(bool).any()),
         ended_at=_now(),
         status="incomplete" if errors else "complete",
         trial_errors=errors,
@@ -625,7 +628,7 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         outcome = TrialOutcome(status="failed", reason=f"{type(exc).__name__}: {exc}")
         write_text(tdir / "error.txt", traceback.format_exc())
     wall = time.perf_counter() - t0
-    total = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl")
+    copied = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl")
     grade = _grade(cfg.pack, slot.run, outcome) if outcome.status == "ok" else None
     write_text(tdir / "answer.md", "\n\n---\n\n".join(outcome.answers))
     meta = {
@@ -646,7 +649,7 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         "model": model,
         "effort": spec.effort,
         "retention": p["retention"],
-        "simulated": embedded,
+        "simulated": embedded or copied.upstream_simulated,
         "workdir": str(workdir),
         "command": outcome.command,
         "versions": outcome.versions,
@@ -660,7 +663,7 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         "grade": grade.score if grade else None,
         "grade_detail": grade.detail if grade else "",
         "transcripts": [*outcome.transcripts, "provider_log.jsonl"],
-        "total_tokens": total,
+        "total_tokens": copied.total_tokens,
     }
     write_json(tdir / "meta.json", redact(meta))  # written last: its presence marks the trial complete
     return meta
@@ -684,19 +687,30 @@ def _backend_versions(bd: BatchDir) -> list[dict]:
     return seen
 
 
-def _copy_log_lines(log_path: Path, offset: int, trial_id: str, dest: Path) -> int:
-    """Copy this trial's provider-log lines (written since ``offset``); return its total tokens."""
+@dataclass(frozen=True)
+class CopiedLog:
+    """A trial's provider-log lines, summed: its total tokens, and whether a proxied upstream was the kit's own
+    simulation (then the trial is a simulation too, whatever the endpoint parameter says)."""
+
+    total_tokens: int
+    upstream_simulated: bool
+
+
+def _copy_log_lines(log_path: Path, offset: int, trial_id: str, dest: Path) -> CopiedLog:
+    """Copy this trial's provider-log lines (written since ``offset``) to ``dest``."""
     needle = f'"trial_id":"{trial_id}"'.encode()
-    total, lines = 0, []
+    total, simulated, lines = 0, False, []
     with log_path.open("rb") as fh:
         fh.seek(offset)
         for line in fh:
             if needle in line:
                 lines.append(line)
-                usage = orjson.loads(line).get("usage") or {}
+                record = orjson.loads(line)
+                usage = record.get("usage") or {}
                 total += (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)
+                simulated = simulated or record.get("upstream_simulated") is True
     atomic_write(dest, lambda tmp: tmp.write_bytes(b"".join(lines)))
-    return total
+    return CopiedLog(total, simulated)
 
 
 def _now() -> str:

@@ -120,7 +120,8 @@ def test_proxied_batch_equals_the_direct_one_and_holds_no_key(tmp_path, monkeypa
         url = f"{upstream}/v1" if backend in ("sdk-openai", "codex") else upstream
         proxied = _batch(run.configure(_values(tmp_path, backend, "b", endpoint="real", upstream_url=url)))
     manifest = json.loads((proxied / "manifest.json").read_text())
-    assert manifest["simulated"] is False
+    # the upstream is the kit's own provider (its x-kit-simulated header): the batch is labelled a simulation
+    assert manifest["simulated"] is True and manifest["params"]["endpoint"] == "real"
     assert manifest["params"]["upstream_url"] == upstream
     assert set(run.summary(proxied)["status"]) == {"ok"}
     mine, theirs = _tables(proxied), _tables(direct)
@@ -145,6 +146,7 @@ def test_kit_batch_through_the_proxy_to_kit_provider_serve_equals_the_direct_bat
         values = _values(tmp_path, "sdk-openai", "nb", endpoint="real", upstream_url=url, **ANALYSIS)
         folder = pipeline.execute(values, progress=False, timeout_s=300)
     assert (folder / "analysis/warmth.csv").is_file() and (folder / "plot.html").is_file()
+    assert (folder / "report.md").read_text().startswith("SIMULATION")  # the upstream was the kit's provider
     mine, theirs = _tables(folder), _tables(direct)
     for name in mine:
         pd.testing.assert_frame_equal(mine[name], theirs[name], check_dtype=False, obj=name)

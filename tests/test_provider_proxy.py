@@ -195,6 +195,7 @@ def test_the_proxy_log_reads_as_the_upstreams_own(runs):
         for key in ("segments", "response_id", "wire_usage", "tool_calls", "tool_results"):
             assert mine[key] == theirs[key], key
         assert mine["upstream"].endswith("/t/trial-1") and mine["server_ms"] > 0
+        assert mine["upstream_simulated"] is True  # the kit's own provider answered: still a simulation
     assert [line["prompt_cache_retention"] for line in proxied[:4]] == ["in_memory"] * 4
     assert any(line["usage"]["cache_read_tokens"] for line in proxied)  # the second cycles hit the cache
 
@@ -289,6 +290,7 @@ def test_request_bytes_path_query_and_headers_pass_unchanged(tmp_path):
     assert forwarded == {k: v for k, v in sent.items() if k not in ("connection", "accept-encoding")}  # hop-by-hop
     (line,) = read(tmp_path / "log.jsonl")
     assert line["trial_id"] == "t 1/a" and line["endpoint"] == "/v1/responses" and line["segments"]
+    assert line["upstream_simulated"] is False  # an upstream that is not the kit's provider
     assert line["usage"]["input_tokens"] == 1500 and line["usage"]["cache_read_tokens"] == 1024
 
 

@@ -14,7 +14,9 @@ removed before forwarding. API keys are forwarded and never written: the log hol
 domain (a short hash, as the embedded provider logs it), and error lines hold an error's type and code,
 never its message (providers quote part of a rejected key there). One header is changed on the way up:
 ``accept-encoding`` is narrowed to the codings the proxy can read (gzip, deflate), or the usage inside a
-brotli-compressed answer would be lost.
+brotli-compressed answer would be lost. An answer from the kit's own embedded provider (its
+``x-kit-simulated`` header) is logged ``upstream_simulated``, so a batch proxied to it stays labelled a
+simulation.
 
 The log line is written before the response's last part leaves: before a JSON answer is sent (it is read
 whole: the upstream sends it at once anyway), and before the SSE chunk holding the stream's final event.
@@ -45,7 +47,15 @@ from starlette.types import Message, Receive, Scope, Send
 from kit.provider.log import RequestLog, domain_of, record
 from kit.provider.prompt import PromptCounter
 from kit.provider.proxy_record import ResponseReader, api_of, canonical_usage, narrow_accept_encoding, read_request
-from kit.provider.server import MAX_BODY_BYTES, _api_key, _check_host, _error_response, _is_anthropic, _TrialPrefix
+from kit.provider.server import (
+    MAX_BODY_BYTES,
+    SIMULATED_HEADER,
+    _api_key,
+    _check_host,
+    _error_response,
+    _is_anthropic,
+    _TrialPrefix,
+)
 from kit.provider.service import LoopbackService, launch
 
 # Where a request goes when no upstream is named: its provider's public API (Messages and anything sent
@@ -189,6 +199,9 @@ class ProxyApp:
                 api, response.headers.get("content-type", ""), response.headers.get("content-encoding", "")
             )
 
+            # the kit's own provider says so on every answer: a batch proxied to it is still a simulation
+            fields["upstream_simulated"] = response.headers.get(SIMULATED_HEADER) == "true"
+
             async def log(error: str | None = None) -> None:
                 self._log_response({**fields, **await reading}, started, response.status_code, reader, error)
 
@@ -215,9 +228,10 @@ class ProxyApp:
     def _log(self, fields: dict[str, Any], started: float, **more: Any) -> None:
         """One line in the embedded provider's format, plus the two things only a proxy knows: the upstream and
         the request's ``prompt_cache_retention`` (not a request-log key of the simulator, which models one)."""
-        known = {k: v for k, v in fields.items() if k != "prompt_cache_retention"}
+        own = ("prompt_cache_retention", "upstream_simulated")
+        known = {k: v for k, v in fields.items() if k not in own}
         line = record(**known, **more, server_ms=round((time.perf_counter() - started) * 1000, 3))
-        extra = {"prompt_cache_retention": fields.get("prompt_cache_retention"), "upstream": self.upstream or "public"}
+        extra = {k: fields.get(k) for k in own} | {"upstream": self.upstream or "public"}
         self.log.write({**line, **extra})
 
 

@@ -69,6 +69,7 @@ from kit.provider.prompt import ParsedRequest, PromptCounter, RequestError
 from kit.provider.service import LoopbackService, launch
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+SIMULATED_HEADER = "x-kit-simulated"  # on every answer: a client (or the recording proxy) can tell it is the kit
 BODY_TIMEOUT_S = 30.0
 SEEN_PROMPTS = 100_000  # prompts remembered for distinct ids on repeats (~10 MB at most)
 # Model names ``/v1/models`` lists, for clients and users that ask which models exist. Any name is answered (the
@@ -232,7 +233,7 @@ class ProviderApp:
         )
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        return {"x-kit-policy": self.policy_name, "x-kit-simulated": "true", **(extra or {})}
+        return {"x-kit-policy": self.policy_name, SIMULATED_HEADER: "true", **(extra or {})}
 
     async def _http_exception(self, request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)
