@@ -3,8 +3,8 @@
 The copy holds the files git knows (tracked, and new ones not ignored), so the commands meet what a
 fresh clone has; its code is imported first (``PYTHONPATH``) and the venv's ``bin/`` is on ``PATH``, as
 README asks. ``make demo`` is checked to be ``python -m kit batch -f params/demo.yaml`` and that runs;
-``make test`` is this suite, checked to run pytest. A long-running command (the embedded provider) runs
-until it prints its URL. A README command the test has no way to run fails the suite.
+``make test`` is this suite, checked to run pytest. A long-running command (the embedded provider) must print
+its URL and serves the rest of its block (the proxied batch after it talks to it). A README command the test has no way to run fails the suite.
 
 The commands on ``outputs/mybatch`` build on each other and run in README order; the rest run in README
 order beside them. The demo's command runs once however often README shows it.
@@ -12,12 +12,14 @@ order beside them. The demo's command runs once however often README shows it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -79,19 +81,21 @@ def _run(command: str, clone: Path) -> subprocess.CompletedProcess:
     )
 
 
-def _serve(command: str, clone: Path) -> subprocess.CompletedProcess:
-    """Start a server command, read its first line (the URL it serves), stop it."""
+@contextlib.contextmanager
+def _serving(command: str, clone: Path) -> Iterator[subprocess.CompletedProcess]:
+    """Start a server command and read its first line (the URL it serves); it serves the rest of its README
+    block (a later command may talk to it), then it is stopped. Yields its result so far: ok once it serves."""
     proc = subprocess.Popen(
         ["bash", "-c", f"exec {command}"], cwd=clone, env=_env(clone), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
     try:
         first = proc.stdout.readline()
+        ok = first.startswith("http://127.0.0.1:")
+        yield subprocess.CompletedProcess(command, 0 if ok else 1, first, "")
     finally:
         proc.terminate()
-        rest, err = proc.communicate(timeout=30)
-    ok = first.startswith("http://127.0.0.1:")
-    return subprocess.CompletedProcess(command, 0 if ok else 1, first + rest, err)
+        proc.communicate(timeout=30)
 
 
 def _dispatch(command: str, clone: Path) -> subprocess.CompletedProcess:
@@ -105,25 +109,31 @@ def _dispatch(command: str, clone: Path) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(command, 0, "this suite", "")
     if words[0] == "make":
         pytest.fail(f"README command {command!r}: test_readme.py does not know how to run it")
-    if command.startswith(SERVERS):
-        return _serve(command, clone)
     return _run(command, clone)
 
 
 @pytest.fixture(scope="module")
 def ran(clone) -> dict[str, subprocess.CompletedProcess]:
     """Every README command's result, keyed by the command; the demo beside the rest."""
-    commands = [c for block in readme_commands((ROOT / "README.md").read_text()) for c in block]
+    blocks = readme_commands((ROOT / "README.md").read_text())
+    commands = [c for block in blocks for c in block]
     demo = [c for c in commands if _words(c) in (["make", "demo"], _words(DEMO))]
-    chained = [c for c in commands if "mybatch" in c]
-    others = [c for c in commands if c not in chained]
+    chained = [[c for c in block if "mybatch" in c] for block in blocks]
+    others = [[c for c in block if "mybatch" not in c] for block in blocks]
 
-    def run_in_order(chosen: list[str]) -> dict[str, subprocess.CompletedProcess]:
+    def run_in_order(chosen: list[list[str]]) -> dict[str, subprocess.CompletedProcess]:
         results: dict[str, subprocess.CompletedProcess] = {}
-        for command in chosen:
-            results[command] = results[demo[0]] if command in demo[1:] else _dispatch(command, clone)
-            if results[command].returncode:
-                break  # later commands of the README build on this one
+        for block in chosen:
+            with contextlib.ExitStack() as servers:
+                for command in block:
+                    if command in demo[1:]:
+                        results[command] = results[demo[0]]
+                    elif command.startswith(SERVERS):
+                        results[command] = servers.enter_context(_serving(command, clone))
+                    else:
+                        results[command] = _dispatch(command, clone)
+                    if results[command].returncode:
+                        return results  # later commands of the README build on this one
         return results
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -156,7 +166,7 @@ def test_papermill_by_hand_and_a_stage_alone_stay_in_the_named_folder(ran, clone
     for stage in ("run", "parse", "analyze", "plot"):
         assert (batch / f"{stage}.ipynb").is_file(), stage
     assert (batch / "manifest.json").is_file() and (batch / "report.html").is_file()
-    named = {"examples", "mybatch", "history-fixtures"}  # the folders README commands name
+    named = {"examples", "mybatch", "history-fixtures", "proxied"}  # the folders README commands name
     strays = {p.name for p in (clone / "outputs").iterdir()} - named
     assert len(strays) == 1 and re.fullmatch(r"batch-read-\d{8}-\d{6}", strays.pop())  # the demo's, nothing else
     assert not list(batch.glob("*.running.*")) and not list(batch.glob("*.failed.*"))
