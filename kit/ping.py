@@ -58,7 +58,7 @@ def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> d
             from kit.provider import serve
 
             with serve(profile=run.DEFAULT_PROFILE[backend]) as srv:
-                outcome = run.runner(backend)(backend, spec(f"{srv.base_url}/t/ping", run.EMBEDDED_KEY))
+                outcome = run.runner(backend)(backend, spec(srv.trial_base_url("ping"), run.EMBEDDED_KEY))
                 reached = f"embedded provider at {srv.base_url} (simulation)"
     return {
         "backend": backend,

@@ -53,6 +53,7 @@ from kit.design import Arm, ParamError, Slot
 from kit.layout import BatchDir, atomic_write, from_root, sha256_tree, write_json, write_text
 from kit.params import RUN, STOP_RULE, did_you_mean, validate
 from kit.provider.policy import Policy
+from kit.provider.service import trial_base_url
 from kit.redact import redact
 
 EMBEDDED_KEY = "kit-embedded-placeholder"  # not a secret: the embedded provider ignores it
@@ -611,7 +612,7 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         prompts=tuple(cfg.pack.prompts_for(slot.run)),
         workdir=workdir,
         out_dir=tdir,
-        base_url=f"{base_url}/t/{slot.trial_id}",
+        base_url=trial_base_url(base_url, slot.trial_id),
         api_key=_api_key(cfg),
         model=model,
         max_cycles=p["max_cycles"],

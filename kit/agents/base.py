@@ -50,6 +50,17 @@ class TrialSpec:
     def nonce_line(self) -> str | None:
         return NONCE_LINE.format(self.nonce) if "nonce" in self.isolation else None
 
+    def system_addition(self) -> str:
+        """What a CLI adds to its system side (Claude Code's ``--append-system-prompt``, Codex's developer
+        instructions): the arm's instruction when placed there, then the nonce line. Either placement means the
+        same slot on both CLIs, so the repository's own AGENTS.md / CLAUDE.md is never touched."""
+        parts = []
+        if self.arm.instruction and self.arm.placement in ("append_system", "developer_instructions"):
+            parts.append(self.arm.instruction)
+        if self.nonce_line:
+            parts.append(self.nonce_line)
+        return "\n\n".join(parts)
+
 
 @dataclass
 class TrialOutcome:

@@ -65,16 +65,6 @@ def cache_env(ttl: str) -> dict[str, str]:
     return {"CLAUDE_CODE_PROMPT_CACHE_TTL": ttl, "CLAUDE_CODE_SUBAGENT_PROMPT_CACHE_TTL": ttl, **pin}
 
 
-def appended_text(spec: TrialSpec) -> str:
-    """``--append-system-prompt``: the arm's text where it belongs there, then the nonce line."""
-    parts = []
-    if spec.arm.instruction and spec.arm.placement in ("append_system", "developer_instructions"):
-        parts.append(spec.arm.instruction)
-    if spec.nonce_line:
-        parts.append(spec.nonce_line)
-    return "\n\n".join(parts)
-
-
 def kit_tool_names(spec: TrialSpec) -> list[str]:
     """The names Claude Code gives the arm's kit tools (``mcp__kit__<tool>``)."""
     return [mcp_server.tool_name(mcp_server.KIT_SERVER, tool) for tool in spec.arm.tools]
@@ -95,8 +85,8 @@ def options(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
         args += ["--mcp-config", json.dumps({"mcpServers": servers})]
     if spec.arm.instruction and spec.arm.placement == "system":
         args += ["--system-prompt", spec.arm.instruction]
-    if appended_text(spec):
-        args += ["--append-system-prompt", appended_text(spec)]
+    if spec.system_addition():
+        args += ["--append-system-prompt", spec.system_addition()]
     effort = cli.effort(spec)
     if effort:
         args += ["--effort", effort]

@@ -80,16 +80,6 @@ def code_mode(spec: TrialSpec) -> bool:
     return value
 
 
-def developer_text(spec: TrialSpec) -> str:
-    """The developer instructions: the arm's text where it belongs there, then the nonce line."""
-    parts = []
-    if spec.arm.instruction and spec.arm.placement in ("developer_instructions", "append_system"):
-        parts.append(spec.arm.instruction)
-    if spec.nonce_line:
-        parts.append(spec.nonce_line)
-    return "\n\n".join(parts)
-
-
 def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
     """The ``-c``/``-m``/``-s`` options shared by every turn, and the environment the kit sets."""
     loopback = cli.is_loopback(spec.base_url)
@@ -113,7 +103,7 @@ def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]
     effort = cli.effort(spec)
     if effort:
         args += ["-c", f"model_reasoning_effort={_toml(effort)}"]
-    developer = developer_text(spec)
+    developer = spec.system_addition()
     if developer:
         args += ["-c", f"developer_instructions={_toml(developer)}"]
     if spec.arm.instruction and spec.arm.placement == "system":

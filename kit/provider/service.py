@@ -17,6 +17,12 @@ from urllib.parse import quote
 import uvicorn
 
 
+def trial_base_url(base_url: str, trial_id: str) -> str:
+    """Base URL whose requests are logged under ``trial_id`` (clients append ``/v1``; the prefix is stripped
+    before a request is answered or forwarded). The id is quoted: an arm name may hold ``/`` or ``?``."""
+    return f"{base_url}/t/{quote(trial_id, safe='')}"
+
+
 class LoopbackService:
     """A running service; ``app`` is its ASGI application object, which holds the request log (``app.log``)."""
 
@@ -28,9 +34,7 @@ class LoopbackService:
         self.log_path: Path = app.log.path
 
     def trial_base_url(self, trial_id: str) -> str:
-        """Base URL whose requests are logged under ``trial_id`` (clients append ``/v1``; the prefix is
-        stripped before a request is answered or forwarded)."""
-        return f"{self.base_url}/t/{quote(trial_id, safe='')}"
+        return trial_base_url(self.base_url, trial_id)
 
     @property
     def running(self) -> bool:
