@@ -20,18 +20,14 @@ def _shown(path: Path) -> str:
 
 def _batch(argv: list[str]) -> int:
     from kit import pipeline
+    from kit.params import add_parameter_options
 
     ap = argparse.ArgumentParser(
         prog="python -m kit batch",
         description="Run the stage notebooks (run, parse, analyze, plot) into outputs/<batch>/. Every parameter "
         "is checked first; a mistake is one line and writes nothing.",
     )
-    ap.add_argument("-f", "--parameters-file", dest="file", help="YAML parameter file (params/*.yaml)")
-    ap.add_argument("-y", "--parameters-yaml", dest="yaml", action="append", default=[], help="YAML string")
-    ap.add_argument(
-        "-p", "--parameters", dest="pairs", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
-        help="one parameter (text, a number, True/False/None; a list or mapping goes in -y)",
-    )  # fmt: skip
+    add_parameter_options(ap)
     ap.add_argument(
         "--stages",
         default=",".join(pipeline.STAGES),

@@ -262,3 +262,14 @@ def collect(namespace: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
     if "batch" in values:  # the run, parse, analyze and plot notebooks; explore reads batches by glob
         check_batch_named(names, values)
     return values
+
+
+def add_parameter_options(parser: Any) -> None:
+    """``-f FILE``, ``-y YAML`` and ``-p KEY VALUE``: how every command takes a batch's parameters (an
+    ``argparse`` parser or argument group; read with ``pipeline.load_params(file, yaml, pairs)``)."""
+    parser.add_argument("-f", "--parameters-file", dest="file", help="YAML parameter file (params/*.yaml)")
+    parser.add_argument("-y", "--parameters-yaml", dest="yaml", action="append", default=[], help="YAML string")
+    parser.add_argument(
+        "-p", "--parameters", dest="pairs", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+        help="one parameter (text, a number, True/False/None; a list or mapping goes in -y)",
+    )  # fmt: skip

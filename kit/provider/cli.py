@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kit.params import add_parameter_options
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -33,12 +35,7 @@ def parser() -> argparse.ArgumentParser:
         "model, the batch's cache profile, seed and survival instead of --profile/--seed/--survival; a batch run "
         "with -p endpoint real -p upstream_url <this server>/v1 is then answered as the same batch run directly",
     )
-    batch.add_argument("-f", "--parameters-file", dest="file", help="YAML parameter file (params/*.yaml)")
-    batch.add_argument("-y", "--parameters-yaml", dest="yaml", action="append", default=[], help="YAML string")
-    batch.add_argument(
-        "-p", "--parameters", dest="pairs", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
-        help="one parameter (text, a number, True/False/None)",
-    )  # fmt: skip
+    add_parameter_options(batch)
     return p
 
 
