@@ -59,6 +59,12 @@ CASES = [
      "error: --endpoint real needs OPENAI_API_KEY in the environment"),
     ("usage-batch", ["batch", "--bogus"], 2, "python -m kit batch: error: unrecognized arguments: --bogus"),
     ("usage-command", ["bacth"], 2, "python -m kit: error: argument COMMAND: invalid choice: 'bacth'"),
+    ("serve-batch-without-salt", ["provider", "serve", *DEMO], 2,
+     "python -m kit provider serve: error: serving as a batch needs the batch's salt: -p salt S"),
+    ("serve-batch-and-seed", ["provider", "serve", *DEMO, "-p", "salt", "abcd", "--seed", "3"], 2,
+     "python -m kit provider serve: error: --seed cannot be given with batch parameters (the batch sets them)"),
+    ("serve-batch-bad-param", ["provider", "serve", *DEMO, "-p", "salt", "abcd", "-p", "arms", "x"], 2,
+     "python -m kit provider serve: error: "),
 ]  # fmt: skip
 
 
