@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from kit.backends import NAMES as BACKEND_NAMES
 from kit.design import ISOLATION_MODES, ORDERS, ParamError
 
-BACKENDS = ("sdk-openai", "sdk-anthropic", "codex", "claude")
 ENDPOINTS = ("embedded", "real")
 RETENTIONS = ("in_memory", "24h")  # OpenAI's prompt_cache_retention values (openai-python 3.57 types)
 
@@ -76,7 +76,7 @@ RUN = [
     Param("runs_per_arm", (int,), "an integer >= 1", lambda v: v >= 1),
     Param("order", (str,), f"one of {list(ORDERS)}", _choices(ORDERS)),
     Param("allow_blocked", (bool,), "true or false"),
-    Param("backend", (str,), f"one of {list(BACKENDS)}", _choices(BACKENDS)),
+    Param("backend", (str,), f"one of {list(BACKEND_NAMES)}", _choices(BACKEND_NAMES)),
     Param("endpoint", (str,), f"one of {list(ENDPOINTS)}", _choices(ENDPOINTS)),
     Param(
         "upstream_url",

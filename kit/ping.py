@@ -16,8 +16,8 @@ from pathlib import Path
 
 from kit import design
 from kit.agents.base import TrialSpec
+from kit.backends import BACKENDS
 from kit.design import Arm
-from kit.params import BACKENDS
 
 
 class PingRefused(ValueError):
@@ -28,12 +28,11 @@ def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> d
     """Run a one-prompt trial; return what was reached. Raises ``PingRefused`` before any request."""
     from kit import run
 
-    if backend not in run.RUNNERS:
-        raise PingRefused(
-            f"backend {backend!r} is not available; accepted: {sorted(run.RUNNERS)} (of {list(BACKENDS)})"
-        )
-    if endpoint == "real" and not os.environ.get(run.REAL[backend][1]):
-        raise PingRefused(f"--endpoint real needs {run.REAL[backend][1]} in the environment (the {backend} API key)")
+    if backend not in BACKENDS:
+        raise PingRefused(f"backend {backend!r} is not available; accepted: {sorted(BACKENDS)}")
+    chosen = BACKENDS[backend]
+    if endpoint == "real" and not os.environ.get(chosen.key_env):
+        raise PingRefused(f"--endpoint real needs {chosen.key_env} in the environment (the {backend} API key)")
     with tempfile.TemporaryDirectory(prefix="kit-ping-") as tmp:
         root = Path(tmp)
         (root / "repo").mkdir()
@@ -50,15 +49,13 @@ def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> d
             )  # fmt: skip
 
         if endpoint == "real":
-            url, env = run.REAL[backend]
-
-            outcome = run.runner(backend)(backend, spec(url, os.environ[env]))
-            reached = url
+            outcome = chosen.runner()(backend, spec(chosen.public_url, os.environ[chosen.key_env]))
+            reached = chosen.public_url
         else:
             from kit.provider import serve
 
-            with serve(profile=run.DEFAULT_PROFILE[backend]) as srv:
-                outcome = run.runner(backend)(backend, spec(srv.trial_base_url("ping"), run.EMBEDDED_KEY))
+            with serve(profile=chosen.default_profile) as srv:
+                outcome = chosen.runner()(backend, spec(srv.trial_base_url("ping"), run.EMBEDDED_KEY))
                 reached = f"embedded provider at {srv.base_url} (simulation)"
     return {
         "backend": backend,
@@ -72,7 +69,7 @@ def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> d
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m kit ping", description="One short request through a backend.")
-    ap.add_argument("--backend", required=True, choices=BACKENDS)
+    ap.add_argument("--backend", required=True, choices=list(BACKENDS))
     ap.add_argument("--endpoint", default="embedded", choices=("embedded", "real"))
     ap.add_argument("--model", default="sim-ping")
     args = ap.parse_args(argv)

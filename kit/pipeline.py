@@ -33,6 +33,7 @@ from tqdm import tqdm
 from traitlets import CaselessStrEnum, default
 
 from kit import params as kit_params
+from kit.backends import BACKENDS
 from kit.design import ParamError
 from kit.layout import ROOT, atomic_write, from_root, latest_batch, require_batch, shown, write_text
 from kit.redact import redact_text
@@ -203,8 +204,8 @@ def _check_run(params: dict[str, Any], folder: Path) -> list[str]:
     cfg = run.configure({**defaults("run"), **_declared("run", params)})
     if (folder / "manifest.json").is_file():
         run.check_resume(cfg.params, orjson.loads((folder / "manifest.json").read_bytes()), cfg.arms)
-    if cfg.params["endpoint"] == "real" and not os.environ.get(run.REAL[cfg.params["backend"]][1]):
-        env = run.REAL[cfg.params["backend"]][1]
+    env = BACKENDS[cfg.params["backend"]].key_env
+    if cfg.params["endpoint"] == "real" and not os.environ.get(env):
         raise ParamError("endpoint", f"'real' needs {env} in the environment", "embedded, or real with the key set")
     return cfg.params["arms"]
 

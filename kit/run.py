@@ -49,6 +49,7 @@ from tqdm import tqdm
 from kit import design, provenance, tasks
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.agents.cli_common import resolve_binary, version
+from kit.backends import BACKENDS
 from kit.design import Arm, ParamError, Slot
 from kit.layout import BatchDir, atomic_write, from_root, sha256_tree, write_json, write_text
 from kit.params import RUN, STOP_RULE, did_you_mean, validate
@@ -57,23 +58,6 @@ from kit.provider.service import trial_base_url
 from kit.redact import redact
 
 EMBEDDED_KEY = "kit-embedded-placeholder"  # not a secret: the embedded provider ignores it
-REAL = {
-    "sdk-openai": ("https://api.openai.com", "OPENAI_API_KEY"),
-    "sdk-anthropic": ("https://api.anthropic.com", "ANTHROPIC_API_KEY"),
-    "codex": ("https://api.openai.com", "OPENAI_API_KEY"),
-    "claude": ("https://api.anthropic.com", "ANTHROPIC_API_KEY"),
-}
-DEFAULT_PROFILE = {
-    "sdk-openai": "openai-implicit",
-    "sdk-anthropic": "anthropic",
-    "codex": "openai-implicit",
-    "claude": "anthropic",
-}
-# The backend option (and per-arm setting) naming each CLI backend's binary, and the binary's name.
-BINARIES = {"codex": ("codex_bin", "codex"), "claude": ("claude_bin", "claude")}
-# The kit/agents module that runs each backend's trials, imported on first use: the SDKs take seconds to
-# import, and checking a batch's parameters before anything is written (kit batch) needs none of them.
-RUNNERS = {"sdk-openai": "sdk", "sdk-anthropic": "sdk", "codex": "codex", "claude": "claude"}
 # Parameters that define a batch: a resumed batch must match them exactly.
 IDENTITY = (
     "task",
@@ -93,8 +77,8 @@ IDENTITY = (
 
 
 def runner(backend: str) -> Callable[[str, TrialSpec], TrialOutcome]:
-    """The function that runs one trial on ``backend`` (a key of ``RUNNERS``)."""
-    return importlib.import_module(f"kit.agents.{RUNNERS[backend]}").run_trial
+    """The function that runs one trial on ``backend`` (a key of ``kit.backends.BACKENDS``)."""
+    return BACKENDS[backend].runner()
 
 
 class RunIncomplete(RuntimeError):
@@ -121,19 +105,8 @@ class RunConfig:
         return BatchDir(from_root(self.params["outputs_dir"]) / self.params["batch"])
 
 
-# The backend_options each backend reads; any other name would be ignored, so it is refused.
-_SHARED_OPTIONS = {"effort", "summary_chars"}
-_CLI_OPTIONS = _SHARED_OPTIONS | {"home_root", "keep_home"}
-BACKEND_OPTIONS = {
-    "sdk-openai": _SHARED_OPTIONS,
-    "sdk-anthropic": _SHARED_OPTIONS,
-    "codex": _CLI_OPTIONS | {"codex_bin", "code_mode"},
-    "claude": _CLI_OPTIONS | {"claude_bin", "claude_cache_ttl", "claude_tool_search"},
-}
-
-
 def _check_backend_options(params: dict[str, Any]) -> None:
-    accepted = BACKEND_OPTIONS[params["backend"]]
+    accepted = BACKENDS[params["backend"]].options
     unknown = sorted(set(params["backend_options"]) - accepted)
     if unknown:
         hint = did_you_mean(unknown[0], accepted)
@@ -144,8 +117,8 @@ def _check_backend_options(params: dict[str, Any]) -> None:
 def configure(values: dict[str, Any]) -> RunConfig:
     """Validate the run notebook's parameters; fail fast, naming the parameter and what it accepts."""
     params = validate(values, RUN)
-    if params["backend"] not in RUNNERS:
-        raise ParamError("backend", f"{params['backend']!r} is not available in this version", sorted(RUNNERS))
+    if params["backend"] not in BACKENDS:
+        raise ParamError("backend", f"{params['backend']!r} is not available in this version", sorted(BACKENDS))
     _check_backend_options(params)
     pack = tasks.get(params["task"], **params["task_options"])
     arms = dict(pack.arms())
@@ -169,7 +142,7 @@ def configure(values: dict[str, Any]) -> RunConfig:
     if not params["batch"]:
         params["batch"] = f"{params['task']}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     if params["profile"] is None:
-        params["profile"] = DEFAULT_PROFILE[params["backend"]]
+        params["profile"] = BACKENDS[params["backend"]].default_profile
     models = [arms[name].model or params["model"] for name in params["arms"]]
     warnings = design.retention_warnings(params["profile"], models, params["retention"])
     return RunConfig(params, pack, arms, tuple(warnings))
@@ -265,7 +238,8 @@ def _check_endpoint(params: dict[str, Any]) -> None:
 
 def _check_arm_settings(params: dict[str, Any], arm: Arm) -> None:
     """An arm's binary must exist and belong to the batch's backend (another backend would ignore it)."""
-    own = BINARIES.get(params["backend"], (None,))[0]
+    backend = BACKENDS[params["backend"]]
+    own = backend.binary_option
     for key in ("codex_bin", "claude_bin"):
         value = getattr(arm, key)
         if value is None:
@@ -273,7 +247,7 @@ def _check_arm_settings(params: dict[str, Any], arm: Arm) -> None:
         if key != own:
             problem = f"arm {arm.name!r} sets {key}, which backend {params['backend']!r} does not run"
             raise ParamError(f"arm_defs.{arm.name}.{key}", problem, f"{own} or nothing" if own else "nothing")
-        if resolve_binary(value, BINARIES[params["backend"]][1]) is None:
+        if resolve_binary(value, backend.program) is None:
             problem = f"arm {arm.name!r}: binary {value!r} does not exist (not a file, not on PATH)"
             raise ParamError(f"arm_defs.{arm.name}.{key}", problem, "an executable path or a name on PATH")
 
@@ -469,12 +443,13 @@ def arm_settings(cfg: RunConfig) -> dict[str, dict[str, str | None]]:
     out = {}
     for name in p["arms"]:
         arm = cfg.arms[name]
-        if p["backend"] in BINARIES:
-            option, program = BINARIES[p["backend"]]
-            binary = resolve_binary(getattr(arm, option) or p["backend_options"].get(option), program)
+        backend = BACKENDS[p["backend"]]
+        if backend.is_cli:
+            option = backend.binary_option
+            binary = resolve_binary(getattr(arm, option) or p["backend_options"].get(option), backend.program)
             found = version(binary) if binary else "not found"
-        else:
-            binary = "openai" if p["backend"] == "sdk-openai" else "anthropic"
+        else:  # the family's official SDK
+            binary = backend.family
             found = importlib.metadata.version(binary)
         effort = arm.effort or p["backend_options"].get("effort")
         out[name] = {"model": arm.model or p["model"], "effort": effort, "binary": binary, "version": found}
@@ -577,7 +552,7 @@ def policy_seed(seed: int, salt: str) -> int:
 def _api_key(cfg: RunConfig) -> str:
     if cfg.params["endpoint"] == "embedded":
         return EMBEDDED_KEY
-    env = REAL[cfg.params["backend"]][1]
+    env = BACKENDS[cfg.params["backend"]].key_env
     key = os.environ.get(env)
     if not key:
         raise ParamError("endpoint", f"'real' needs {env} in the environment", ["embedded", "real (with the key set)"])

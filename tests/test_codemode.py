@@ -175,8 +175,6 @@ def test_code_mode_figure_is_drawn_only_where_a_trial_ran_a_cell():
 def test_batch_read_on_codex_with_code_mode_batches_in_cells(tmp_path, monkeypatch):
     if not (cli_common.TOOLS_BIN / "codex").exists():
         pytest.skip(f"codex CLI not installed in {cli_common.TOOLS_BIN} (make e2e-tools)")
-    listed = run.BACKEND_OPTIONS["codex"] | {"code_mode"}  # a no-op once kit/run.py lists the option
-    monkeypatch.setitem(run.BACKEND_OPTIONS, "codex", listed)
     params = pipeline.load_params(str(ROOT / "params/demo.yaml"))
     params.update(outputs_dir=str(tmp_path), batch="codemode", backend="codex", runs_per_arm=1, concurrency=2)
     params.update(profile=None, backend_options={"code_mode": True})

@@ -24,6 +24,7 @@ import pytest
 
 from kit import analyze, design, parse, pipeline, run
 from kit.agents import cli_common
+from kit.backends import BACKENDS as BACKENDS_BY_NAME
 from kit.provider import serve
 from tests.served import serve_cli
 
@@ -63,7 +64,7 @@ def _batch(cfg: run.RunConfig) -> Path:
 
 
 def _skip_without(backend: str) -> None:
-    if backend in run.BINARIES and not (cli_common.TOOLS_BIN / backend).exists():
+    if BACKENDS_BY_NAME[backend].is_cli and not (cli_common.TOOLS_BIN / backend).exists():
         pytest.skip(f"{backend} binary absent from {cli_common.TOOLS_BIN} (run `make e2e-tools`)")
 
 
@@ -126,9 +127,9 @@ def test_proxied_batch_equals_the_direct_one_and_holds_no_key(tmp_path, monkeypa
     assert set(run.summary(proxied)["status"]) == {"ok"}
     mine, theirs = _tables(proxied), _tables(direct)
     assert len(mine["requests"]) > 4 and mine["requests"]["input_tokens"].notna().all()
-    if backend in run.BINARIES:
+    if BACKENDS_BY_NAME[backend].is_cli:
         mine, theirs = _cli_comparable(mine), _cli_comparable(theirs)
-    tolerance = CLI_TOLERANCE if backend in run.BINARIES else {}
+    tolerance = CLI_TOLERANCE if BACKENDS_BY_NAME[backend].is_cli else {}
     for name in mine:
         pd.testing.assert_frame_equal(mine[name], theirs[name], check_dtype=False, obj=f"{backend} {name}", **tolerance)
     _no_planted_key(proxied)

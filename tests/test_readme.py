@@ -3,8 +3,9 @@
 The copy holds the files git knows (tracked, and new ones not ignored), so the commands meet what a
 fresh clone has; its code is imported first (``PYTHONPATH``) and the venv's ``bin/`` is on ``PATH``, as
 README asks. ``make demo`` is checked to be ``python -m kit batch -f params/demo.yaml`` and that runs;
-``make test`` is this suite, checked to run pytest. A long-running command (the embedded provider) must print
-its URL and serves the rest of its block (the proxied batch after it talks to it). A README command the test has no way to run fails the suite.
+``make test`` is this suite, checked to run pytest. A long-running command (the embedded provider) must
+print its URL, and it serves the rest of its block (the proxied batch after it talks to it). A README
+command the test has no way to run fails the suite.
 
 The commands on ``outputs/mybatch`` build on each other and run in README order; the rest run in README
 order beside them. The demo's command runs once however often README shows it.
