@@ -560,20 +560,36 @@ def _api_key(cfg: RunConfig) -> str:
 
 
 def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url: str, log_path: Path) -> dict:
-    p = cfg.params
     tdir = bd.trial(slot.trial_id)
     if tdir.exists():
         failed = (tdir / "meta.json").exists()
         _set_aside(bd, tdir, "failed" if failed else "incomplete")
     tdir.mkdir(parents=True)
+    spec = _trial_spec(cfg, slot, workdir, tdir, trial_base_url(base_url, slot.trial_id))
+    offset = log_path.stat().st_size if log_path.exists() else 0
+    started, t0 = _now(), time.perf_counter()
+    try:
+        outcome = runner(cfg.params["backend"])(cfg.params["backend"], spec)
+    except Exception as exc:  # a failed trial is recorded, never dropped
+        outcome = TrialOutcome(status="failed", reason=f"{type(exc).__name__}: {exc}")
+        write_text(tdir / "error.txt", traceback.format_exc())
+    timing = {"started_at": started, "ended_at": _now(), "wall_s": round(time.perf_counter() - t0, 4)}
+    copied = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl")
+    write_text(tdir / "answer.md", "\n\n---\n\n".join(outcome.answers))
+    meta = _trial_meta(cfg, spec, outcome, copied, timing)
+    write_json(tdir / "meta.json", redact(meta))  # written last: its presence marks the trial complete
+    return meta
+
+
+def _trial_spec(cfg: RunConfig, slot: Slot, workdir: Path, tdir: Path, base_url: str) -> TrialSpec:
+    """What the backend runs for ``slot``: the arm, its isolation (none for the non-isolated control), its
+    prompts, and the batch's model, limits and options, an arm's own settings first."""
+    p = cfg.params
     arm = cfg.arms[slot.arm]
-    parts = design.isolation_parts(p["isolation"])
-    if arm.control:
-        parts = set()  # the non-isolated control: same code path, isolation off
-    embedded = p["endpoint"] == "embedded"
-    model = arm.model or p["model"]
+    parts = set() if arm.control else design.isolation_parts(p["isolation"])
     binaries = {key: getattr(arm, key) for key in ("codex_bin", "claude_bin") if getattr(arm, key)}
-    spec = TrialSpec(
+    cache_key = design.prompt_cache_key(p["batch"], slot.nonce, slot.arm, slot.run)
+    return TrialSpec(
         batch=p["batch"],
         trial_id=slot.trial_id,
         arm=arm,
@@ -581,57 +597,50 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         order_index=slot.order_index,
         nonce=slot.nonce,
         isolation=frozenset(parts),
-        prompt_cache_key=design.prompt_cache_key(p["batch"], slot.nonce, slot.arm, slot.run)
-        if "prompt_cache_key" in parts
-        else None,
+        prompt_cache_key=cache_key if "prompt_cache_key" in parts else None,
         prompts=tuple(cfg.pack.prompts_for(slot.run)),
         workdir=workdir,
         out_dir=tdir,
-        base_url=trial_base_url(base_url, slot.trial_id),
+        base_url=base_url,
         api_key=_api_key(cfg),
-        model=model,
+        model=arm.model or p["model"],
         max_cycles=p["max_cycles"],
         timeout_s=p["timeout_s"],
         effort=arm.effort or p["backend_options"].get("effort"),
         retention=p["retention"],
         options={**p["backend_options"], **binaries},  # an arm's own binary wins (cli_common.find_binary)
     )
-    offset = log_path.stat().st_size if log_path.exists() else 0
-    started, t0 = _now(), time.perf_counter()
-    try:
-        outcome = runner(p["backend"])(p["backend"], spec)
-    except Exception as exc:  # a failed trial is recorded, never dropped
-        outcome = TrialOutcome(status="failed", reason=f"{type(exc).__name__}: {exc}")
-        write_text(tdir / "error.txt", traceback.format_exc())
-    wall = time.perf_counter() - t0
-    copied = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl")
-    grade = _grade(cfg.pack, slot.run, outcome) if outcome.status == "ok" else None
-    write_text(tdir / "answer.md", "\n\n---\n\n".join(outcome.answers))
-    meta = {
+
+
+def _trial_meta(
+    cfg: RunConfig, spec: TrialSpec, outcome: TrialOutcome, copied: CopiedLog, timing: dict[str, Any]
+) -> dict[str, Any]:
+    """The trial's record (``meta.json``): what ran, how it ended, its grade and its tokens."""
+    p = cfg.params
+    grade = _grade(cfg.pack, spec.run, outcome) if outcome.status == "ok" else None
+    return {
         "kit_trial": 1,
         "batch": p["batch"],
-        "trial_id": slot.trial_id,
-        "arm": slot.arm,
-        "run": slot.run,
-        "order_index": slot.order_index,
-        "nonce": slot.nonce,
-        "isolation": sorted(parts),
-        "control": arm.control,
+        "trial_id": spec.trial_id,
+        "arm": spec.arm.name,
+        "run": spec.run,
+        "order_index": spec.order_index,
+        "nonce": spec.nonce,
+        "isolation": sorted(spec.isolation),
+        "control": spec.arm.control,
         # what the client really sent: Codex sends its own thread id, not the kit's key
         "prompt_cache_key": outcome.versions.get("prompt_cache_key", spec.prompt_cache_key),
         "cache_bust_tool": spec.cache_bust_tool,
         "backend": p["backend"],
         "endpoint": p["endpoint"],
-        "model": model,
+        "model": spec.model,
         "effort": spec.effort,
         "retention": p["retention"],
-        "simulated": embedded or copied.upstream_simulated,
-        "workdir": str(workdir),
+        "simulated": p["endpoint"] == "embedded" or copied.upstream_simulated,
+        "workdir": str(spec.workdir),
         "command": outcome.command,
         "versions": outcome.versions,
-        "started_at": started,
-        "ended_at": _now(),
-        "wall_s": round(wall, 4),
+        **timing,
         "status": outcome.status,
         "reason": outcome.reason,
         "turns": outcome.turns,
@@ -641,8 +650,6 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
         "transcripts": [*outcome.transcripts, "provider_log.jsonl"],
         "total_tokens": copied.total_tokens,
     }
-    write_json(tdir / "meta.json", redact(meta))  # written last: its presence marks the trial complete
-    return meta
 
 
 def _grade(pack: tasks.TaskPack, run: int, outcome: TrialOutcome) -> tasks.Grade:
