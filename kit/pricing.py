@@ -16,6 +16,7 @@ as NA with a warning naming it: a cost of zero would be a number users quote.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Literal
@@ -119,72 +120,111 @@ def price(frame: pd.DataFrame, card: Card = "usd") -> pd.Series:
     is_trial_table = "cycles" in frame.columns and "cycle" not in frame.columns
     original_index = frame.index
     frame = frame.reset_index(drop=True)  # positional labels: the caller's index may repeat
-    inp = _column(frame, "input_tokens")
-    read = _column(frame, "cache_read_tokens")
-    write = _column(frame, "cache_write_tokens")
-    write_1h = frame["cache_write_1h_tokens"].astype("Float64") if "cache_write_1h_tokens" in frame else None
-    out = _column(frame, "output_tokens")
-
+    tokens = _Tokens.of(frame)
     result = pd.Series(pd.NA, index=frame.index, dtype="Float64", name=name)
     unknown: list[str] = []
-    unsplit = 0
-    long_trials = 0
+    unsplit = long_trials = 0
     for model, idx in frame.groupby(frame["model"].astype("string").fillna("<missing>"), sort=False).groups.items():
         row = match_model(str(model), card)
         if row is None:
             unknown.append(str(model))
             continue
-        r = _effective_rates(row)
-        i, c, w, o = inp[idx], read[idx], write[idx], out[idx]
-        writes_surcharged = r["write_5m"] != r["input"] or r["write_1h"] != r["input"]
-        if not writes_surcharged:
-            w = w.fillna(0)  # writes bill as input: a missing write count cannot change the price
-        w1 = write_1h[idx] if write_1h is not None else pd.Series(pd.NA, index=idx, dtype="Float64")
-        if r["write_1h"] != r["write_5m"]:
-            unsplit += int(((w1.isna()) & (w.fillna(0) > 0)).sum())
-        w1 = w1.fillna(0)
-        fresh = i - c - w
-        bad = fresh < 0
-        if bad.fillna(False).any():
-            first = original_index[bad[bad.fillna(False)].index[0]]
-            raise ValueError(
-                f"price(): row {first!r} ({model}): cache_read + cache_write exceed input_tokens; "
-                "canonical rows hold every prompt token in input_tokens"
-            )
-        cost = (
-            fresh * r["input"] + c * r["cached_input"] + (w - w1) * r["write_5m"] + w1 * r["write_1h"] + o * r["output"]
-        ) / PER_MILLION
-        long = row.get("long_context")
-        if long:
-            over = i > long["above_input_tokens"]
-            if is_trial_table:
-                long_trials += int(over.fillna(False).sum())
-            else:
-                input_part = fresh * r["input"] + c * r["cached_input"] + (w - w1) * r["write_5m"] + w1 * r["write_1h"]
-                surcharge = (
-                    input_part * (long["input_x"] - 1) + o * r["output"] * (long["output_x"] - 1)
-                ) / PER_MILLION
-                cost = cost.where(~over.fillna(False), cost + surcharge)
-        result[idx] = cost
+        priced = _model_cost(row, tokens.at(idx), str(model), original_index, is_trial_table)
+        result[idx] = priced.cost
+        unsplit += priced.unsplit
+        long_trials += priced.long_trials
+    _warn(card, unknown, unsplit, long_trials)
+    result.index = original_index
+    return result
+
+
+@dataclass(frozen=True)
+class _Tokens:
+    """A table's token columns as nullable floats (``write_1h`` NA where no split is known)."""
+
+    input: pd.Series
+    read: pd.Series
+    write: pd.Series
+    write_1h: pd.Series
+    output: pd.Series
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> _Tokens:
+        if "cache_write_1h_tokens" in frame:
+            write_1h = frame["cache_write_1h_tokens"].astype("Float64")
+        else:
+            write_1h = pd.Series(pd.NA, index=frame.index, dtype="Float64")
+        return cls(
+            _column(frame, "input_tokens"),
+            _column(frame, "cache_read_tokens"),
+            _column(frame, "cache_write_tokens"),
+            write_1h,
+            _column(frame, "output_tokens"),
+        )
+
+    def at(self, idx: pd.Index) -> _Tokens:
+        return _Tokens(self.input[idx], self.read[idx], self.write[idx], self.write_1h[idx], self.output[idx])
+
+
+@dataclass(frozen=True)
+class _Priced:
+    """One model's rows priced, and what the warnings count: writes with no 5m/1h split, long trials."""
+
+    cost: pd.Series
+    unsplit: int
+    long_trials: int
+
+
+def _model_cost(row: dict, t: _Tokens, model: str, index: pd.Index, is_trial_table: bool) -> _Priced:
+    """The rows of one model at its card row's rates, with the long-context surcharge on request rows."""
+    r = _effective_rates(row)
+    w = t.write
+    if r["write_5m"] == r["input"] and r["write_1h"] == r["input"]:
+        w = w.fillna(0)  # writes bill as input: a missing write count cannot change the price
+    unsplit = int(((t.write_1h.isna()) & (w.fillna(0) > 0)).sum()) if r["write_1h"] != r["write_5m"] else 0
+    w1 = t.write_1h.fillna(0)
+    fresh = t.input - t.read - w
+    bad = fresh < 0
+    if bad.fillna(False).any():
+        first = index[bad[bad.fillna(False)].index[0]]
+        raise ValueError(
+            f"price(): row {first!r} ({model}): cache_read + cache_write exceed input_tokens; "
+            "canonical rows hold every prompt token in input_tokens"
+        )
+    input_part = fresh * r["input"] + t.read * r["cached_input"] + (w - w1) * r["write_5m"] + w1 * r["write_1h"]
+    cost = (input_part + t.output * r["output"]) / PER_MILLION
+    long, long_trials = row.get("long_context"), 0
+    if long:
+        over = (t.input > long["above_input_tokens"]).fillna(False)
+        if is_trial_table:
+            long_trials = int(over.sum())
+        else:
+            surcharge = (
+                input_part * (long["input_x"] - 1) + t.output * r["output"] * (long["output_x"] - 1)
+            ) / PER_MILLION
+            cost = cost.where(~over, cost + surcharge)
+    return _Priced(cost, unsplit, long_trials)
+
+
+def _warn(card: Card, unknown: list[str], unsplit: int, long_trials: int) -> None:
+    """Say what was priced as NA or approximately, once per call (``stacklevel`` points at the caller)."""
     if unknown:
         warnings.warn(
             f"no {card} rate for model(s) {', '.join(sorted(unknown))}: priced as NA, not zero "
             f"(see kit.pricing.rate_card({card!r}))",
-            stacklevel=2,
+            stacklevel=3,
         )
     if unsplit:
         warnings.warn(
             f"{unsplit} row(s) wrote to the cache with no 5m/1h split: priced at the 5-minute write rate",
-            stacklevel=2,
+            stacklevel=3,
         )
     if long_trials:
         warnings.warn(
             f"{long_trials} trial(s) hold more input tokens than a long-context threshold: the surcharge applies "
             "per request, which a trial sum cannot show; use kit.pricing.price_by_trial(requests) for exact costs",
-            stacklevel=2,
+            stacklevel=3,
         )
-    result.index = original_index
-    return result
 
 
 def price_by_trial(requests: pd.DataFrame, card: Card = "usd") -> pd.Series:
