@@ -83,6 +83,17 @@ _TRIAL = re.compile(rb"^/t/([^/]+)(/.*)$")
 _LOGGER = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """A request answered: what the policy saw and said, the cache's verdict and the wire rendering."""
+
+    parsed: ParsedRequest
+    reply: Reply
+    result: CacheResult
+    output_tokens: int
+    rendered: _Rendered  # the API's wire format: a JSON body or SSE frames, its usage and response id
+
+
 class _HttpError(Exception):
     """A request refused before it is parsed (bad JSON, too large)."""
 
@@ -272,38 +283,19 @@ class ProviderApp:
     async def handle(self, api: _Api, request: Request) -> Response:
         """One model request, start to log line; never raises."""
         started = time.perf_counter()
-        trial_id = request.scope.get("kit_trial_id") or request.headers.get("x-kit-trial-id")
-        domain = domain_of(_api_key(request))
-        now = self.clock()
         fields: dict[str, Any] = {
-            "t": now,
+            "t": self.clock(),
             "endpoint": api.endpoint,
             "api": api.name,
             "policy": self.policy_name,
             "profile": self.profiles[api.name].name,
-            "domain": domain,
-            "trial_id": trial_id,
+            "domain": domain_of(_api_key(request)),
+            "trial_id": request.scope.get("kit_trial_id") or request.headers.get("x-kit-trial-id"),
         }
         request_id = wire_openai.new_id("req")
         headers = self.headers({"request-id" if api.anthropic else "x-request-id": request_id})
         try:
-            body = _load_json(await _read_body(request, self.max_body_bytes, self.body_timeout_s))
-            retention = body.get("prompt_cache_retention")
-            fields.update(model=body.get("model"), stream=body.get("stream") is True, prompt_cache_retention=retention)
-            parsed = api.parse(body, seed=self.seed, trial_id=trial_id)
-            fields["prompt_cache_key"] = parsed.prompt_cache_key
-            segments = api.segments(self.counter, body)
-            fields["segments"] = [[s.digest, s.tokens, s.breakpoint] for s in segments]
-            try:
-                result = self.engines[api.name].process(
-                    segments, domain=domain, now=now, model=parsed.model, routing_key=parsed.prompt_cache_key
-                )
-            except BreakpointError as exc:
-                raise RequestError("cache_control", str(exc)) from None
-            reply = self.policy.reply(parsed.conversation)
-            output_tokens = self._output_tokens(reply)
-            with wire_openai.id_stream(self._ids(parsed.conversation.identity(), segments)):
-                rendered = self._render(api, parsed, reply, result, output_tokens)
+            answer = await self._answer(api, request, fields)
         except (RecursionError, orjson.JSONEncodeError):  # nested deeper than the prompt renderer goes
             message = "request body is nested too deeply"
             self._log(fields, started, status=400, error=message)
@@ -318,14 +310,44 @@ class ProviderApp:
             message = f"internal error in the simulated provider: {type(exc).__name__}: {exc}"
             self._log(fields, started, status=500, error=message)
             return _error_response(api.anthropic, 500, message, headers=headers)
-        if reply.fault == "hang":
+        if answer.reply.fault == "hang":
             self._log(fields, started, status=None, error="fault injected: hang (nothing sent; the client gave up)")
             while not await request.is_disconnected():
                 await asyncio.sleep(0.05)
             return Response(status_code=504)  # the client is gone; nothing reads this
+        return self._send(answer, fields, started, headers)
+
+    async def _answer(self, api: _Api, request: Request, fields: dict[str, Any]) -> _Answer:
+        """Read, segment, cache and answer the request, filling ``fields`` for the log as it goes."""
+        body = _load_json(await _read_body(request, self.max_body_bytes, self.body_timeout_s))
+        retention = body.get("prompt_cache_retention")
+        fields.update(model=body.get("model"), stream=body.get("stream") is True, prompt_cache_retention=retention)
+        parsed = api.parse(body, seed=self.seed, trial_id=fields["trial_id"])
+        fields["prompt_cache_key"] = parsed.prompt_cache_key
+        segments = api.segments(self.counter, body)
+        fields["segments"] = [[s.digest, s.tokens, s.breakpoint] for s in segments]
+        try:
+            result = self.engines[api.name].process(
+                segments,
+                domain=fields["domain"],
+                now=fields["t"],
+                model=parsed.model,
+                routing_key=parsed.prompt_cache_key,
+            )
+        except BreakpointError as exc:
+            raise RequestError("cache_control", str(exc)) from None
+        reply = self.policy.reply(parsed.conversation)
+        output_tokens = self._output_tokens(reply)
+        with wire_openai.id_stream(self._ids(parsed.conversation.identity(), segments)):
+            rendered = self._render(api, parsed, reply, result, output_tokens)
+        return _Answer(parsed, reply, result, output_tokens, rendered)
+
+    def _send(self, answer: _Answer, fields: dict[str, Any], started: float, headers: dict[str, str]) -> Response:
+        """Log the answer, then send it (cut halfway for an injected drop)."""
+        rendered, result = answer.rendered, answer.result
         payload = [orjson.dumps(rendered.body)] if rendered.body is not None else rendered.frames
         fault = None
-        if reply.fault == "drop":
+        if answer.reply.fault == "drop":
             size = sum(map(len, payload))
             payload = [b"".join(payload)[: size // 2]]
             fault = f"fault injected: connection dropped after {size // 2} of {size} bytes"
@@ -340,12 +362,12 @@ class ProviderApp:
                 "cache_read_tokens": result.cache_read,
                 "cache_write_tokens": result.cache_write,
                 "cache_write_1h_tokens": result.cache_write_1h,
-                "output_tokens": output_tokens,
-                "reasoning_tokens": reply.reasoning_tokens,
+                "output_tokens": answer.output_tokens,
+                "reasoning_tokens": answer.reply.reasoning_tokens,
             },
             wire_usage=rendered.wire_usage,
-            tool_calls=len(reply.tool_calls),
-            tool_results=_new_tool_results(parsed.conversation),
+            tool_calls=len(answer.reply.tool_calls),
+            tool_results=_new_tool_results(answer.parsed.conversation),
         )
         if fault:
             media = "application/json" if rendered.body is not None else "text/event-stream"
