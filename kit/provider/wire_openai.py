@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -158,75 +159,104 @@ def parse_responses(body: dict, *, seed: int = 0, trial_id: str | None = None) -
     items = expect(body.get("input"), (str, list), "input", required=False) or []
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
-    system = [instructions] if instructions else []
-    messages: list[Message] = []
-    turn_text: list[str] = []
-    turn_calls: list[ToolCall] = []
-    in_turn = False
-    called: list[str] = []
-    answered: set[str] = set()
-    stateful = body.get("previous_response_id") is not None  # earlier calls live on the server, not here
-
-    def close_turn() -> None:
-        nonlocal in_turn
-        if in_turn:
-            messages.append(Message("assistant", "\n".join(t for t in turn_text if t), tuple(turn_calls)))
-            turn_text.clear()
-            turn_calls.clear()
-            in_turn = False
-
+    # with a previous response, earlier calls live on the server, not in this input
+    conversation = _ResponsesInput(stateful=body.get("previous_response_id") is not None)
+    if instructions:
+        conversation.system.append(instructions)
     for i, item in enumerate(items):
-        field = f"input[{i}]"
-        expect(item, dict, field)
-        kind = item.get("type") or "message"
-        if kind == "message":
-            role = expect(item.get("role"), str, f"{field}.role")
-            content = expect(item.get("content"), (str, list), f"{field}.content")
-            if role == "assistant":
-                in_turn = True
-                turn_text.append(_text_of(content))
-                continue
-            close_turn()
-            if role in _SYSTEM_ROLES:
-                system.append(_text_of(content))
-            elif role == "user":
-                messages.append(Message("user", _text_of(content)))
-            else:
-                raise RequestError(f"{field}.role", f"unknown role {role!r} (user, assistant, system, developer)")
-        elif kind in _ASSISTANT_ITEMS:
-            in_turn = True
-            if kind == "reasoning":
-                continue
-            call_id = expect(item.get("call_id"), str, f"{field}.call_id")
-            name = expect(item.get("name"), str, f"{field}.name")
-            namespace = expect(item.get("namespace"), str, f"{field}.namespace", required=False)
-            name = f"{namespace}__{name}" if namespace else name
-            if kind == "function_call":
-                arguments = _arguments(item.get("arguments"), f"{field}.arguments")
-            else:
-                arguments = {"input": item.get("input", "")}
-            turn_calls.append(ToolCall(name, arguments, call_id))
-            called.append(call_id)
-        elif kind in _OUTPUT_ITEMS:
-            close_turn()
-            call_id = expect(item.get("call_id"), str, f"{field}.call_id")
-            if call_id not in called and not stateful:
-                raise RequestError(f"{field}.call_id", f"no tool call found for function call output {call_id!r}")
-            answered.add(call_id)
-            output = expect(item.get("output"), (str, list), f"{field}.output")
-            messages.append(Message("tool", _text_of(output), tool_call_id=call_id))
-        # Other items (web_search_call, item_reference…) are part of the prompt only.
-    close_turn()
-    unanswered = [c for c in called if c not in answered]
-    if unanswered:
-        raise RequestError("input", f"no tool output found for function call {unanswered[0]!r}")
+        conversation.add(expect(item, dict, f"input[{i}]"), f"input[{i}]")
+    messages = conversation.finish()
     tools = _tools(body)
     custom = frozenset(t.get("name") for t in body.get("tools") or [] if t.get("type") == "custom")
     namespaced = {f"{ns}__{fn}": (ns, fn) for ns, fn, _ in _namespaces(body.get("tools") or [])}
-    conversation = Conversation(
-        "responses", model, "\n\n".join(s for s in system if s), tools, tuple(messages), trial_id, seed
+    system = "\n\n".join(s for s in conversation.system if s)
+    return ParsedRequest(
+        Conversation("responses", model, system, tools, messages, trial_id, seed),
+        body,
+        stream,
+        key,
+        custom_tools=custom,
+        namespaced=namespaced,
     )
-    return ParsedRequest(conversation, body, stream, key, custom_tools=custom, namespaced=namespaced)
+
+
+@dataclass
+class _ResponsesInput:
+    """The Responses ``input`` items read in order into messages: an assistant turn (its text, reasoning and
+    calls) is one message, closed by the next item of another kind; every call must get its output."""
+
+    stateful: bool
+    system: list[str] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    turn_text: list[str] = field(default_factory=list)
+    turn_calls: list[ToolCall] = field(default_factory=list)
+    in_turn: bool = False
+    called: list[str] = field(default_factory=list)
+    answered: set[str] = field(default_factory=set)
+
+    def add(self, item: dict, where: str) -> None:
+        kind = item.get("type") or "message"
+        if kind == "message":
+            self._message(item, where)
+        elif kind in _ASSISTANT_ITEMS:
+            self.in_turn = True
+            if kind != "reasoning":
+                self._call(item, kind, where)
+        elif kind in _OUTPUT_ITEMS:
+            self._output(item, where)
+        # Other items (web_search_call, item_reference…) are part of the prompt only.
+
+    def finish(self) -> tuple[Message, ...]:
+        self._close_turn()
+        unanswered = [c for c in self.called if c not in self.answered]
+        if unanswered:
+            raise RequestError("input", f"no tool output found for function call {unanswered[0]!r}")
+        return tuple(self.messages)
+
+    def _message(self, item: dict, where: str) -> None:
+        role = expect(item.get("role"), str, f"{where}.role")
+        content = expect(item.get("content"), (str, list), f"{where}.content")
+        if role == "assistant":
+            self.in_turn = True
+            self.turn_text.append(_text_of(content))
+            return
+        self._close_turn()
+        if role in _SYSTEM_ROLES:
+            self.system.append(_text_of(content))
+        elif role == "user":
+            self.messages.append(Message("user", _text_of(content)))
+        else:
+            raise RequestError(f"{where}.role", f"unknown role {role!r} (user, assistant, system, developer)")
+
+    def _call(self, item: dict, kind: str, where: str) -> None:
+        call_id = expect(item.get("call_id"), str, f"{where}.call_id")
+        name = expect(item.get("name"), str, f"{where}.name")
+        namespace = expect(item.get("namespace"), str, f"{where}.namespace", required=False)
+        name = f"{namespace}__{name}" if namespace else name
+        if kind == "function_call":
+            arguments = _arguments(item.get("arguments"), f"{where}.arguments")
+        else:
+            arguments = {"input": item.get("input", "")}
+        self.turn_calls.append(ToolCall(name, arguments, call_id))
+        self.called.append(call_id)
+
+    def _output(self, item: dict, where: str) -> None:
+        self._close_turn()
+        call_id = expect(item.get("call_id"), str, f"{where}.call_id")
+        if call_id not in self.called and not self.stateful:
+            raise RequestError(f"{where}.call_id", f"no tool call found for function call output {call_id!r}")
+        self.answered.add(call_id)
+        output = expect(item.get("output"), (str, list), f"{where}.output")
+        self.messages.append(Message("tool", _text_of(output), tool_call_id=call_id))
+
+    def _close_turn(self) -> None:
+        if self.in_turn:
+            self.messages.append(
+                Message("assistant", "\n".join(t for t in self.turn_text if t), tuple(self.turn_calls))
+            )
+            self.turn_text.clear()
+            self.turn_calls.clear()
+            self.in_turn = False
 
 
 # ---------------------------------------------------------------- Responses: reply
