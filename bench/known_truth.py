@@ -462,8 +462,9 @@ def grid_report(scores: pd.DataFrame, reps: int) -> list[str]:
         "cells); pairing by run is a design question, not a candidate. The first row is the choice; "
         f"`kit.stats.DEFAULT_METHOD` is `{stats.DEFAULT_METHOD}`. The two design cells are reported, not part of "
         "the rule: *batch-read arms* pits a near-constant arm against a long-tailed one, so the ratio inherits "
-        "one arm's skew uncancelled, and at 5 runs no candidate reaches 93% there (the per-arm table below shows "
-        "why); *matched questions* shows what pairing buys when the design really matches runs.",
+        "one arm's skew uncancelled, and at 5 runs no candidate reaches 93% there (*What few runs cannot see* "
+        "below shows why: a tenth of its batches hold no placebo run above the placebo's mean); *matched "
+        "questions* shows what pairing buys when the design really matches runs.",
         "",
         "| method | cells in band | worst coverage | best coverage | median width (geometric mean) | qualifies |",
         "|---|---:|---:|---:|---:|---|",
@@ -497,8 +498,9 @@ def small_tables_report(arms: pd.DataFrame, planner: pd.DataFrame, stops: pd.Dat
         f"Coverage of one arm's mean by `kit.stats.mean_interval` methods ({reps:,} batches per cell): `log-t` (the "
         "default: t on the log of the mean, jackknife standard error), `t` (on the mean), `BCa` (the old default). "
         "No per-arm method reaches 93% at 5 runs on heavy-tailed or bimodal arms: a sample of five often holds "
-        "none of the rare long trials, and nothing computed from it can know they exist. Ratios fare better because "
-        "both arms miss their tails alike.",
+        "none of the rare long trials, and nothing computed from it can know they exist (*What few runs cannot "
+        "see* below counts those samples). Ratios of two arms of one shape fare better because both arms miss "
+        "their tails alike.",
         "",
         "| data | n | " + " | ".join(wide.columns) + " |",
         "|---|---:|" + "---:|" * len(wide.columns),
@@ -717,6 +719,108 @@ def arm_coverage(reps: int, seed: int = 7) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# ---------------------------------------------------------------- what few runs cannot see
+
+ONE_ARM_DATA = (*GRID_DATA, PACK_CELL)
+UNSEEN_DATA = ("bimodal", "heavy tails", "batch-read mixture")
+
+
+def one_arm_check(reps: int, seed: int = 300) -> pd.DataFrame:
+    """The test behind ``kit.stats.ratio``'s ``interval_rests_on`` flag: how often one arm holds the interval, and
+    the default's coverage when it does and when it does not (grid cells at true ratio 1.3, and the pack's
+    arms), at 5, 10 and 20 runs."""
+    rows = []
+    for i, (data, n) in enumerate(itertools.product(ONE_ARM_DATA, GRID_N[1:])):
+        rng = np.random.default_rng(seed + i)
+        a, b, truth_ = draw_cell(data, n, 1.3, reps, rng)
+        lo, hi = _method(stats.DEFAULT_METHOD)(a, b, rng)
+        covered = (lo <= truth_) & (truth_ <= hi)
+        share, _ = stats.one_arm_share(a, b)
+        flagged = share >= stats.ONE_ARM_SHARE  # at every n: the 20-run rows show why the kit stops flagging there
+        rows.append(
+            {
+                "data": data,
+                "n": n,
+                "flagged": float(flagged.mean()),
+                "coverage": float(covered.mean()),
+                "coverage flagged": float(covered[flagged].mean()) if flagged.any() else float("nan"),
+                "coverage unflagged": float(covered[~flagged].mean()) if (~flagged).any() else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def unseen_check(reps: int, seed: int = 400) -> pd.DataFrame:
+    """Samples in which no run of the long-tailed arm exceeds its true mean, and coverage in and out of them.
+
+    Per arm: ``kit.stats.mean_interval``'s default on one arm of each skewed shape (true mean 1). For the
+    pack's ratio: the default interval, the placebo arm being the long-tailed one. In such a sample the runs
+    show no sign of the tail they missed, so no interval that stays narrow on a tight arm can reach the truth.
+    """
+    rows = []
+    cases = [(d, "one arm's mean") for d in UNSEEN_DATA] + [(PACK_CELL, "ratio")]
+    for i, ((data, what), n) in enumerate(itertools.product(cases, GRID_N[1:])):
+        rng = np.random.default_rng(seed + i)
+        if data == PACK_CELL:
+            a, b, truth_ = draw_cell(data, n, 1.0, reps, rng)
+            lo, hi = _method(stats.DEFAULT_METHOD)(a, b, rng)
+            unseen = (b <= path_mean(BASELINE)).all(axis=-1)
+        else:
+            x, truth_ = draw(data, (reps, n), rng), 1.0
+            lo, hi = stats.mean_bounds(x)
+            unseen = (x <= truth_).all(axis=-1)
+        covered = (lo <= truth_) & (truth_ <= hi)
+        rows.append(
+            {
+                "data": data,
+                "what": what,
+                "n": n,
+                "unseen": float(unseen.mean()),
+                "coverage unseen": float(covered[unseen].mean()) if unseen.any() else float("nan"),
+                "coverage rest": float(covered[~unseen].mean()),
+                "coverage": float(covered.mean()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def few_runs_report(one_arm: pd.DataFrame, unseen: pd.DataFrame, reps: int) -> list[str]:
+    """What five runs cannot see: the ceiling a missed tail puts on any interval, and the flag that says so."""
+
+    def pct(v: float) -> str:
+        return "—" if not np.isfinite(v) else f"{v:.3f}"
+
+    lines = [
+        "## What few runs cannot see",
+        "",
+        f"The cells no interval covers at 5 runs ({reps:,} samples per row). *unseen* is the share of samples in "
+        "which no run of the long-tailed arm exceeds its true mean (for the pack's ratio: no placebo run above "
+        "the placebo's mean); in them the runs show no sign of the tail they missed, and an interval reaching the "
+        "truth from them would be as wide on a tight arm with no tail at all. Coverage is the default's "
+        "(`mean_interval`'s `log-t` per arm, `skew-t` for the ratio), in those samples and in the rest. The "
+        "shortfall below 95% is the unseen share: at 5 runs it caps any such method near 1 − unseen.",
+        "",
+        "| data | interval of | n | unseen | coverage unseen | coverage rest | coverage |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in unseen.itertuples(index=False):
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.3f} | {pct(r[4])} | {pct(r[5])} | {pct(r[6])} |")
+    lines += [
+        "",
+        f"The flag `kit.stats.ratio` sets (`interval_rests_on`, with a note): one arm holds >= "
+        f"{stats.ONE_ARM_SHARE:.0%} of the log ratio's jackknife variance, so the interval is that arm's mean "
+        "interval and nothing in the other arm offsets a tail it missed. *flagged* is the share of samples where "
+        "that holds, with the default's coverage in them and in the rest (true ratio 1.3; the pack's arms at their "
+        f"own). The kit flags below {stats.ONE_ARM_RUNS} runs per arm only: from there such intervals held the band.",
+        "",
+        "| data | n | flagged | coverage flagged | coverage unflagged | coverage |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in one_arm.itertuples(index=False):
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {pct(r[4])} | {pct(r[5])} | {r[3]:.3f} |")
+    return [*lines, ""]
+
+
 # ---------------------------------------------------------------- the planner against simulation
 
 
@@ -764,7 +868,7 @@ def planner_check(reps: int, cases: Sequence[int] | None = None) -> pd.DataFrame
         if cases is not None and i not in cases:
             continue
         if data == PACK_CELL:
-            pilot = _pack_pilot(400)
+            pilot = _pilot(PACK_CELL, 400)
             p = stats.plan(pilot=pilot, arm=ARM, baseline=BASELINE, assurance=assurance, **{target: value})
         else:
             p = stats.plan(float(data.split()[-1]), assurance=assurance, **{target: value})
@@ -782,10 +886,10 @@ def planner_check(reps: int, cases: Sequence[int] | None = None) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def _pack_pilot(n: int) -> pd.DataFrame:
-    """A large pilot of the batch-read arms (the planner reads its CVs from a trials table)."""
-    rng = np.random.default_rng(99)
-    values = np.concatenate([_path_draw(ARM, (n,), rng), _path_draw(BASELINE, (n,), rng)])
+def _pilot(data: str, n: int) -> pd.DataFrame:
+    """A large pilot of both arms of ``data`` (the planner reads its CVs from a trials table)."""
+    a, b, _ = draw_cell(data, n, 1.0, 1, np.random.default_rng(99))
+    values = np.concatenate([a[0], b[0]])
     return pd.DataFrame({"arm": np.repeat([ARM, BASELINE], n), "total_tokens": values, "status": "ok"})
 
 
@@ -800,6 +904,8 @@ STOP_CASES = (
     ("lognormal CV 0.5", 2.0, "exclude_one", None),
     (PACK_CELL, None, "precision", 2.0),
     (PACK_CELL, None, "exclude_one", None),
+    ("bimodal", 1.3, "precision", 2.0),
+    ("heavy tails", 1.3, "precision", 2.0),
 )
 
 
@@ -850,11 +956,10 @@ def _fixed_n(data: str, rule: str, value: float | None, truth_: float, reached: 
         return float("nan")  # nothing to detect: the share that stopped is the false-claim rate
     assurance = min(max(reached, 0.5), 0.99)
     target = {"precision": value} if rule == "precision" else {"effect": truth_}
-    if data == PACK_CELL:
-        return stats.plan(
-            pilot=_pack_pilot(400), arm=ARM, baseline=BASELINE, assurance=assurance, **target
-        ).runs_per_arm
-    return stats.plan(float(data.split()[-1]), assurance=assurance, **target).runs_per_arm
+    if data.startswith("lognormal"):
+        return stats.plan(float(data.split()[-1]), assurance=assurance, **target).runs_per_arm
+    pilot = _pilot(data, 400)
+    return stats.plan(pilot=pilot, arm=ARM, baseline=BASELINE, assurance=assurance, **target).runs_per_arm
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -875,6 +980,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         stop_study(args.replications),
         args.replications,
     )
+    extra += few_runs_report(one_arm_check(args.replications), unseen_check(args.replications), args.replications)
     took["planner and stop rules"] = time.perf_counter() - t0
     provider = run_provider(args.batches, args.per_path, took)
     lines = [

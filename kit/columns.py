@@ -269,6 +269,7 @@ TABLES: tuple[Table, ...] = (
             "resample_min",
             "resample_max",
             "bound_beyond_data",
+            "interval_rests_on",
             "hit_rate_arm",
             "hit_rate_baseline",
             "simulated",
@@ -290,6 +291,11 @@ TABLES: tuple[Table, ...] = (
             "bound_beyond_data": (
                 "the interval reached beyond resample_min–max (capped there unless runs were paired)",
                 "boolean",
+            ),
+            "interval_rests_on": (
+                "the arm holding >= 90% of a one-batch ratio's variance below 20 runs per arm: the interval is that "
+                "arm's mean interval, blind to long runs it did not draw (docs/method.md#intervals); empty otherwise",
+                "text",
             ),
             "hit_rate_arm": ("observed cache hit rate of the arm's trials", "fraction 0–1"),
             "hit_rate_baseline": ("observed cache hit rate of the baseline's trials", "fraction 0–1"),

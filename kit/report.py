@@ -287,6 +287,14 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: dict) -
                     f"{_num(row.get('n_baseline')):.0f} ({row['baseline']}), fewer than 5 in an arm; "
                     "treat its ratios as effect-size estimates (docs/method.md#intervals)."
                 )
+            rests = rows[rows.get("interval_rests_on", pd.Series("", index=rows.index)).fillna("").astype(str) != ""]
+            if len(rests):
+                row = rests.iloc[0]
+                out.append(
+                    f"one-arm interval: {comparison} ({', '.join(map(str, rests['metric']))}) rests on "
+                    f"{row['interval_rests_on']}'s runs alone; an arm's mean from few runs misses long runs it did "
+                    f"not draw: {stats.ONE_ARM_NOTE} (docs/method.md#intervals)."
+                )
         for _, row in _metric_rows(ratios, "grade").iterrows():
             if _num(row.get("upper")) < 0:
                 out.append(

@@ -2,8 +2,9 @@
 
 The committed table is ``bench/known_truth.md``. Here: the study's in-process loop sends the SDK agent's
 exact requests; the truth reproduces from fresh forced trials; 40 simulated batches keep the interval's
-coverage above a loose floor; a few grid cells, the planner and the stop rules run at a few hundred
-seeded replications (bands loose enough to hold for any seed's noise). The slow tests rerun the
+coverage above a loose floor; a few grid cells, the planner, the stop rules and what few runs cannot see
+run at a few hundred seeded replications (bands loose enough to hold for any seed's noise); the notes
+kit.stats writes quote the committed table. The slow tests rerun the
 committed grid and check the rule that chose the default.
 """
 
@@ -123,8 +124,38 @@ def test_grid_fast():
 def test_planner_and_stop_rule_fast():
     plans = kt.planner_check(300, cases=(1, 7)).set_index("target")  # CV 0.5: precision 1.5, effect 1.3
     assert plans["error"].abs().max() <= 0.2, plans.to_dict("records")
-    stops = kt.stop_study(300, cases=(0, 2))
-    assert stops["coverage"].min() >= 0.85 and (stops["mean runs"] <= kt.STOP_MAX).all()
+    stops = kt.stop_study(300, cases=(0, 2, 4))
+    assert stops["coverage"].min() >= 0.88 and (stops["mean runs"] <= kt.STOP_MAX).all()
+
+
+def test_few_runs_fast():
+    """The ceiling a missed tail sets, and the one-arm flag, at 300 seeded samples per row."""
+    unseen = kt.unseen_check(300).set_index(["data", "n"])
+    bimodal = unseen.loc[("bimodal", 5)]
+    assert 0.17 < bimodal["unseen"] < 0.30  # 0.75^5 = 0.237 of five-run samples hold no long run
+    assert bimodal["coverage unseen"] <= 0.05 and bimodal["coverage rest"] >= 0.9
+    assert unseen.loc[(kt.PACK_CELL, 5), "coverage unseen"] <= 0.05
+    flags = kt.one_arm_check(300).set_index(["data", "n"])
+    assert flags.loc[(kt.PACK_CELL, 5), "flagged"] >= 0.9  # the near-constant batching arm: placebo holds it all
+    assert flags.loc[("lognormal CV 0.5", 5), "flagged"] <= 0.2
+
+
+def _committed(section: str, row_start: str, column: int) -> float:
+    """A coverage from the committed ``bench/known_truth.md``: in ``section``, the row starting so, cell ``column``."""
+    text = (STUDY.parent / "known_truth.md").read_text().split(f"## {section}\n")[1].split("\n## ")[0]
+    (line,) = [x for x in text.splitlines() if x.startswith(row_start)]
+    return float(line.split("|")[column].split("/")[0])
+
+
+def test_the_kits_notes_quote_the_committed_study():
+    """The notes kit.stats writes on few-run intervals quote bench/known_truth.md's numbers."""
+    pack = [
+        _committed("Interval methods on the grid", f"| {kt.PACK_CELL} | {n} |", 4) for n in (5, 20)
+    ]  # skew-t, the default
+    assert stats.ONE_ARM_NOTE.endswith(f"covered {pack[0]:.0%} at 5 runs per arm, {pack[1]:.0%} at 20")
+    per_arm = [_committed("Per-arm intervals", f"| {data} | 5 |", 3) for data in ("bimodal", "heavy tails")]
+    assert f"covered {per_arm[0]:.0%} of a bimodal arm" in stats.FEW_RUNS_MEAN_NOTE
+    assert f"and {per_arm[1]:.0%} of a heavy-tailed one" in stats.FEW_RUNS_MEAN_NOTE
 
 
 @pytest.mark.slow
@@ -143,9 +174,7 @@ def test_grid_full_chooses_the_default():
 def test_planner_and_stop_rule_full():
     assert kt.planner_check(kt.GRID_REPLICATIONS)["error"].abs().max() <= 0.15
     stops = kt.stop_study(kt.GRID_REPLICATIONS)
-    grid_rows = stops[stops["data"].isin(kt.GRID_DATA)]
-    assert (grid_rows["coverage"] >= 0.93).all(), stops.to_dict("records")
-    assert (stops["coverage"] >= 0.90).all(), stops.to_dict("records")  # batch-read arms: ~0.92, as at fixed n = 10
+    assert (stops["coverage"] >= 0.93).all(), stops.to_dict("records")  # the pack's arms too, looking from 15
 
 
 @pytest.mark.slow

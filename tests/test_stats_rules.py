@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit import stats
+from kit import report, stats
 from kit.analyze import matched_runs
 from kit.design import ParamError
 
@@ -150,17 +150,22 @@ def test_plan_from_a_pilot_and_for_params():
 
 
 def test_stop_rule():
+    """Looks from 15 runs per arm: from 10, stopping on width covered 91.8% on the batch-read pack's arms."""
     rule = {"precision": 2.0, "max_runs_per_arm": 40}
-    early = stats.should_continue(batch(6, cv=0.1), "a", "b", rule)
-    assert early.add_block and "looks from 10" in early.reason
-    tight = stats.should_continue(batch(12, cv=0.1), "a", "b", rule)
+    assert stats.STOP_FIRST_LOOK == 15
+    early = stats.should_continue(batch(12, cv=0.1), "a", "b", rule)
+    assert early.add_block and "looks from 15" in early.reason
+    tight = stats.should_continue(batch(15, cv=0.1), "a", "b", rule)
     assert not tight.add_block and tight.reason.startswith("precision reached")
-    wide = stats.should_continue(batch(12, cv=1.0, seed=2), "a", "b", rule)
+    wide = stats.should_continue(batch(15, cv=1.0, seed=2), "a", "b", rule)
     assert wide.add_block
     capped = stats.should_continue(batch(40, cv=3.0, seed=2), "a", "b", {"precision": 1.01, "max_runs_per_arm": 40})
     assert not capped.add_block and "max_runs_per_arm" in capped.reason
-    clear = stats.should_continue(batch(10, ratio=0.3), "a", "b", {"exclude_one": True, "max_runs_per_arm": 40})
+    clear = stats.should_continue(batch(15, ratio=0.3), "a", "b", {"exclude_one": True, "max_runs_per_arm": 40})
     assert not clear.add_block and "anytime-valid" in clear.reason
+    sooner = stats.should_continue(batch(10, ratio=0.3), "a", "b", {"exclude_one": True, "max_runs_per_arm": 40,
+                                                                     "min_runs_per_arm": 10})  # fmt: skip
+    assert not sooner.add_block and sooner.runs_per_arm == 10  # a stated first look overrides the default
     with pytest.raises(ParamError, match="'stop'"):
         stats.should_continue(batch(10), "a", "b", {"precision": 2.0})
 
@@ -168,3 +173,48 @@ def test_stop_rule():
 def test_look_confidence_spends_alpha_once():
     levels = [stats.look_confidence(k) for k in range(1, 10_000)]
     assert levels[0] > 0.95 and sum(1 - c for c in levels) < 0.05
+
+
+def pack_like(n: int, *, seed: int = 0) -> pd.DataFrame:
+    """The batch-read pack's shape: arm ``a`` near-constant, baseline ``b`` with long runs (a path of 2-7x)."""
+    rng = np.random.default_rng(seed)
+    a = 11_300 * rng.lognormal(0, 0.02, n)
+    b = 11_300 * np.array([1.0, 1.2, 1.7, 2.4, 6.8] * (n // 5 + 1))[:n] * rng.lognormal(0, 0.02, n)
+    rows = [
+        {"batch": "p0", "arm": arm, "run": run, "status": "ok", "total_tokens": float(v)}
+        for arm, values in (("a", a), ("b", b))
+        for run, v in enumerate(values)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_an_interval_resting_on_one_arm_says_so():
+    """bench/known_truth.md#what-few-runs-cannot-see: such intervals covered 87% at 5 runs on the pack's arms."""
+    row = stats.ratio(pack_like(5), "total_tokens", "a", "b")
+    assert row["interval_rests_on"] == "b" and np.isfinite(row["lower"])
+    assert "the interval rests on b's runs" in row["note"] and stats.ONE_ARM_NOTE in row["note"]
+    assert stats.ratio(pack_like(stats.ONE_ARM_RUNS), "total_tokens", "a", "b")["interval_rests_on"] == ""
+    alike = stats.ratio(batch(5, cv=0.5, seed=1), "total_tokens", "a", "b")
+    assert alike["interval_rests_on"] == "" and "rests on" not in alike["note"]
+    paired = stats.ratio(pack_like(5), "total_tokens", "a", "b", paired=True)
+    assert paired["interval_rests_on"] == ""  # a paired interval has no per-arm variance to split
+    few = stats.ratio(pack_like(4), "total_tokens", "a", "b")
+    assert few["interval_rests_on"] == "" and math.isnan(few["lower"])
+    share, which = stats.one_arm_share(np.array([[1.0, 1.01, 0.99], [1, 2, 3]]), np.array([[1, 2, 5], [1, 2, 3.0]]))
+    assert share[0] > 0.99 and which[0] == 1 and share[1] == pytest.approx(0.5)
+
+
+def test_a_per_arm_interval_from_few_runs_says_what_it_cannot_see():
+    five = stats.mean_interval([1.0, 1.1, 0.9, 1.05, 0.95])
+    assert np.isfinite(five["lower"]) and stats.FEW_RUNS_MEAN_NOTE in five["note"]
+    assert "blind to long runs" not in stats.mean_interval(np.linspace(1, 2, stats.WARN_RUNS))["note"]
+
+
+def test_the_report_warns_of_an_interval_resting_on_one_arm():
+    rows = pd.DataFrame([stats.ratio(pack_like(5), m, "a", "b") for m in ("total_tokens",)])
+    (warning,) = [w for w in report.derived_warnings(rows, pack_like(5), {}) if w.startswith("one-arm interval")]
+    assert "a vs b (total_tokens) rests on b's runs alone" in warning and stats.ONE_ARM_NOTE in warning
+    plain = pd.DataFrame([stats.ratio(batch(5, cv=0.5, seed=1), "total_tokens", "a", "b")])
+    assert not any(w.startswith("one-arm") for w in report.derived_warnings(plain, batch(5), {}))
+    older = rows.drop(columns="interval_rests_on")  # a ratios.csv written before the column existed
+    assert not any(w.startswith("one-arm") for w in report.derived_warnings(older, pack_like(5), {}))

@@ -142,7 +142,7 @@ BAD_STOPS = [
     ({"max_runs_per_arm": 20, "precision": 1}, "precision: got 1"),
     ({"max_runs_per_arm": 20, "exclude_one": "yes"}, "exclude_one: got 'yes'"),
     ({"max_runs_per_arm": 2, "min_runs_per_arm": 2, "precision": 1.5}, "max_runs_per_arm 2 is below runs_per_arm 3"),
-    ({"max_runs_per_arm": 8, "precision": 1.5}, "comes before the rule's first look at 10 runs per arm"),
+    ({"max_runs_per_arm": 8, "precision": 1.5}, "comes before the rule's first look at 15 runs per arm"),
     ({"max_runs_per_arm": 20, "exclude_one": False}, "exclude_one: false and no precision: no target"),
     ({"max_runs_per_arm": 20, "precision": 1.5}, "'stop': a blocked order cannot grow in balanced blocks"),
     ([20, 1.5], "wrong type list"),
@@ -178,4 +178,4 @@ def test_the_run_notebook_states_the_plan_and_the_rule(tmp_path):
     plain = run.planning(run.configure(_values(tmp_path, "p")))
     assert plain == stats.plan_for_params({"runs_per_arm": 3})
     ruled = run.planning(run.configure(_values(tmp_path, "p", stop={"max_runs_per_arm": 40, "precision": 1.5})))
-    assert ruled.startswith(plain) and "runs 10 runs per arm" in ruled and "up to 40 runs per arm" in ruled
+    assert ruled.startswith(plain) and "runs 15 runs per arm" in ruled and "up to 40 runs per arm" in ruled
