@@ -274,61 +274,91 @@ async def _relay(
     chunk. A client that hangs up stops the relay (and the upstream request); an upstream that drops the
     connection mid-body gets the client's connection dropped too, as the client would have seen it.
     """
-    drop = _hop_by_hop(response.headers.raw)
-    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in drop]
-    state = {"logged": False, "sent": 0}
-
-    async def log_once(error: str | None = None) -> None:
-        if log is not None and not state["logged"]:
-            await log(error)  # marked after: a relay cancelled while it waits for the segments leaves it to the caller
-            state["logged"] = True
-
-    async def pump() -> bool:
-        """True once the whole body has been sent."""
-        buffered = reader is not None and not reader.sse
-        if not buffered:
-            await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-        chunks: list[bytes] = []
-        try:
-            async for chunk in response.aiter_raw():
-                if reader is not None and reader.feed(chunk):
-                    await log_once()  # the stream's final event is in this chunk: the line goes first
-                if buffered:
-                    chunks.append(chunk)
-                    continue
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                state["sent"] += len(chunk)
-        except httpx.HTTPError as exc:
-            size = reader.size if reader is not None else state["sent"]
-            await log_once(f"upstream connection lost after {size} bytes: {type(exc).__name__}")
-            if buffered:  # nothing sent yet: the client gets a 502 it can read
-                message = f"the upstream dropped the connection mid-response: {type(exc).__name__}"
-                await _error_response(_is_anthropic(Request(scope)), 502, message)(scope, receive, send)
-                return True
-            return False  # returning without completing the response cuts the client's connection
-        if reader is not None:
-            reader.finish(response.status_code)
-        await log_once()
-        if buffered:
-            await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
-            await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": False})
-        else:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        return True
-
-    relay = asyncio.ensure_future(pump())
+    relaying = _Relay(response, scope, receive, send, reader, log)
+    relay = asyncio.ensure_future(relaying.pump())
     hangup = asyncio.ensure_future(_disconnected(receive))
     await asyncio.wait({relay, hangup}, return_when=asyncio.FIRST_COMPLETED)
     if not relay.done():
         relay.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await relay
-        await log_once(f"client disconnected after {reader.size if reader is not None else state['sent']} bytes")
+        await relaying.log_once(f"client disconnected after {relaying.size} bytes")
     hangup.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await hangup
     if not relay.cancelled():
         relay.result()  # an unexpected error in the relay surfaces here
+
+
+class _Relay:
+    """One response on its way to the client: its headers (hop-by-hop ones dropped), what was sent, and
+    whether its log line is written."""
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        reader: ResponseReader | None,
+        log: Callable[[str | None], Awaitable[None]] | None,
+    ) -> None:
+        self.response, self.scope, self.receive, self.send, self.reader, self.log = (
+            response, scope, receive, send, reader, log,
+        )  # fmt: skip
+        drop = _hop_by_hop(response.headers.raw)
+        self.headers = [(k, v) for k, v in response.headers.raw if k.lower() not in drop]
+        self.buffered = reader is not None and not reader.sse
+        self.logged, self.sent = False, 0
+
+    @property
+    def size(self) -> int:
+        """Bytes of the body so far: read by the reader, or sent for a body no reader follows."""
+        return self.reader.size if self.reader is not None else self.sent
+
+    async def log_once(self, error: str | None = None) -> None:
+        if self.log is not None and not self.logged:
+            await self.log(
+                error
+            )  # marked after: a relay cancelled while it waits for the segments leaves it to the caller
+            self.logged = True
+
+    async def pump(self) -> bool:
+        """True once the whole body has been sent."""
+        if not self.buffered:
+            await self._start()
+        chunks: list[bytes] = []
+        try:
+            async for chunk in self.response.aiter_raw():
+                if self.reader is not None and self.reader.feed(chunk):
+                    await self.log_once()  # the stream's final event is in this chunk: the line goes first
+                if self.buffered:
+                    chunks.append(chunk)
+                    continue
+                await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+                self.sent += len(chunk)
+        except httpx.HTTPError as exc:
+            return await self._lost(exc)
+        if self.reader is not None:
+            self.reader.finish(self.response.status_code)
+        await self.log_once()
+        if self.buffered:
+            await self._start()
+        await self.send({"type": "http.response.body", "body": b"".join(chunks), "more_body": False})
+        return True
+
+    async def _start(self) -> None:
+        await self.send({"type": "http.response.start", "status": self.response.status_code, "headers": self.headers})
+
+    async def _lost(self, exc: httpx.HTTPError) -> bool:
+        """The upstream dropped mid-body: logged; a buffered answer becomes a 502 the client can read, a
+        streamed one is cut (returning without completing the response cuts the client's connection)."""
+        await self.log_once(f"upstream connection lost after {self.size} bytes: {type(exc).__name__}")
+        if not self.buffered:
+            return False
+        message = f"the upstream dropped the connection mid-response: {type(exc).__name__}"
+        await _error_response(_is_anthropic(Request(self.scope)), 502, message)(self.scope, self.receive, self.send)
+        return True
 
 
 async def _disconnected(receive: Receive) -> None:
