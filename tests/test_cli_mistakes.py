@@ -50,7 +50,7 @@ CASES = [
      "precision: 1.5 and/or exclude_one: true}"),
     ("stop-cap-below-runs", ["batch", *DEMO, "-y", "stop: {max_runs_per_arm: 4, min_runs_per_arm: 4, precision: 2}"],
      1, "error: parameter 'stop': max_runs_per_arm 4 is below runs_per_arm 5"),
-    ("resume-new-stop", ["batch", *DEMO, "-p", "batch", "mybatch", "-y", "stop: {max_runs_per_arm: 10, precision: 2}"],
+    ("resume-new-stop", ["batch", *DEMO, "-p", "batch", "mybatch", "-y", "stop: {max_runs_per_arm: 20, precision: 2}"],
      1, "error: parameter 'stop': batch 'mybatch' exists with stop=None; accepted: the batch's own value"),
     ("real-without-key", ["batch", *DEMO, "-p", "endpoint", "real"], 1,
      "error: parameter 'endpoint': 'real' needs OPENAI_API_KEY in the environment"),
