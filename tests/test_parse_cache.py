@@ -136,3 +136,102 @@ def test_segments_merged_when_many(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert len({p.name.split(".")[0] for p in store.glob("seg-*")}) == 1
     cache._STORES.clear()
     same(transcripts.tables(folder, cache=store), want)
+
+
+ROLLOUT = "codex-rollout_yepanywhere_codemode_0.154.0.jsonl"
+EXEC_ROLLOUT = "codex-rollout_agent-history_codex_exec_0.135.0.jsonl"
+GROWN = (SESSION, "claude-session_ccb_harbor_paired.jsonl", ROLLOUT, EXEC_ROLLOUT)
+
+
+def halves(name: str) -> tuple[bytes, bytes]:
+    """A fixture cut after the line in its middle: what a running session had written, and what came next."""
+    lines = (FIXTURES / name).read_bytes().splitlines(keepends=True)
+    return b"".join(lines[: len(lines) // 2]), b"".join(lines[len(lines) // 2 :])
+
+
+def bumped(blob: bytes) -> bytes:
+    """``blob`` with the first output_tokens count's first digit changed: same size, other numbers."""
+    i = blob.index(b'"output_tokens":') + len(b'"output_tokens":')
+    return blob[:i] + (b"1" if blob[i : i + 1] != b"1" else b"2") + blob[i + 1 :]
+
+
+def both(folder: Path, tools: bool, cache_folder: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``tables``, or ``read`` with an empty tool frame in its place (what ``same`` compares)."""
+    if tools:
+        return transcripts.tables(folder, cache=cache_folder)
+    return transcripts.read(folder, cache=cache_folder), pd.DataFrame()
+
+
+@pytest.mark.parametrize("tools", [True, False], ids=["tables", "read"])
+def test_grown_files_read_from_their_kept_state_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tools) -> None:
+    """Each fixture written in two halves: the second read takes only the appended lines, from the state the
+    first left (both formats), and every row, tool result and attr equals a cold read of the whole files."""
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    for name in GROWN:
+        (folder / name).write_bytes(halves(name)[0])
+    shutil.copy(FIXTURES / "claude-session_spotter_subagent_acompact.jsonl", folder / "agent-acompact-x.jsonl")
+    both(folder, tools, store)
+    assert all(cache.store(store).pieces[str(folder / name)].state is not None for name in GROWN)
+    for name in GROWN:
+        with open(folder / name, "ab") as handle:  # a bad line in one tail: read line by line, reported in place
+            handle.write(halves(name)[1] + (b"{not json\n" if name == SESSION else b""))
+    resumed = {}
+    real = cache._read_one
+
+    def spy(fmt: str, path: Path, tools: bool, resume: bytes | None, keep: bool):
+        resumed[path.name] = resume is not None
+        return real(fmt, path, tools, resume, keep)
+
+    monkeypatch.setattr(cache, "_read_one", spy)
+    want = both(folder, tools)
+    resumed.clear()
+    same(both(folder, tools, store), want)
+    assert resumed == dict.fromkeys(GROWN, True)  # the grown files only, from their states
+    cache._STORES.clear()
+    same(both(folder, tools, store), want)
+
+
+def test_a_grown_file_whose_head_changed_is_read_whole(tmp_path: Path) -> None:
+    """Rewritten in place (same inode) with other bytes before the old end, then longer: not resumed."""
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    head, tail = halves(ROLLOUT)
+    path = folder / ROLLOUT
+    path.write_bytes(head)
+    transcripts.tables(folder, cache=store)
+    with open(path, "r+b") as handle:  # in place: the inode stays
+        handle.write(bumped(head) + tail)
+    piece = cache.store(store).pieces[str(path)]
+    assert cache._resumable(piece, "codex_rollout", path, cache.file_key(path), True) is None
+    same(transcripts.tables(folder, cache=store), cold(folder))
+
+
+def test_same_size_rewrite_and_partial_last_line(tmp_path: Path) -> None:
+    """A file rewritten with the same size is read whole; a file whose last line was cut (a writer still at
+    it) keeps no state, and once the line is finished and more appended, reads as the whole file does."""
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    head, tail = halves(SESSION)
+    cut = len(head) + len(tail.splitlines(keepends=True)[0]) // 2
+    whole = (FIXTURES / SESSION).read_bytes()
+    partial, rewritten = folder / "partial.jsonl", folder / "rewritten.jsonl"
+    partial.write_bytes(whole[:cut])
+    rollout_head, rollout_tail = halves(ROLLOUT)
+    rewritten.write_bytes(rollout_head)
+    found = transcripts.tables(folder, cache=store)
+    assert [i["reason"].split(" (")[0] for i in found[0].attrs["issues"]] == ["truncated last line"]
+    assert cache.store(store).pieces[str(partial)].state is None  # a cut line: nothing to resume from
+    assert cache.store(store).pieces[str(rewritten)].state is not None
+    stat = rewritten.stat()
+    rewritten.write_bytes(bumped(rollout_head))
+    os.utime(rewritten, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    same(transcripts.tables(folder, cache=store), cold(folder))
+    with open(partial, "ab") as handle:
+        handle.write(whole[cut:])
+    with open(rewritten, "ab") as handle:
+        handle.write(rollout_tail)
+    same(transcripts.tables(folder, cache=store), cold(folder))
+    assert cache.store(store).pieces[str(partial)].state is not None  # whole lines now: resumable next time
+    cache._STORES.clear()
+    same(transcripts.tables(folder, cache=store), cold(folder))

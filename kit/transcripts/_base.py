@@ -8,6 +8,7 @@ report into an exception instead, for pipelines that must not go on with a parti
 from __future__ import annotations
 
 import codecs
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,29 +90,120 @@ def json_lines(path: Path, issues: Issues) -> Iterator[tuple[int, dict]]:
     return _decoded(path, issues, orjson.loads, typed=False)
 
 
-def records(path: Path, issues: Issues, decoder: msgspec.json.Decoder) -> Iterator[tuple[int, Any]]:
+@dataclass
+class Position:
+    """Where a read of a file stopped, so that lines appended later can be read alone (``records``).
+
+    ``offset`` bytes and ``line`` lines were consumed; ``seen``: some line held a value (else the file
+    was reported empty); ``complete``: the bytes ended with a newline (a partial last line is read
+    again whole once the writer finishes it, so a file ending in one cannot be resumed); ``crc``: the
+    CRC-32 of those bytes when asked for (not None), which proves a grown file's head unchanged.
+    """
+
+    offset: int = 0
+    line: int = 0
+    seen: bool = False
+    complete: bool = True
+    crc: int | None = None
+
+    @property
+    def resumable(self) -> bool:
+        return self.seen and self.complete and self.crc is not None
+
+
+WHOLE_MAX = 64 << 20  # files (or appended tails) up to this size are decoded in one call (``records``)
+
+
+def records(
+    path: Path, issues: Issues, decoder: msgspec.json.Decoder, many: msgspec.json.Decoder, at: Position | None = None
+) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, record)`` for each line, decoded by a typed ``msgspec`` decoder.
 
     Session files run to hundreds of MB, mostly text the usage table never needs. A decoder for a
     ``msgspec.Struct`` naming only the fields a reader uses still checks that every byte is JSON but
-    builds no objects for the rest. It does not check that skipped strings are UTF-8, so lines are
-    checked here, a 4 MB chunk at a time (``_lines``). (Its ``decode_lines`` is no faster here, and it
-    takes ``{}{}`` on one line for two records, so lines are cut here and decoded one by one.)
+    builds no objects for the rest. It does not check that skipped strings are UTF-8, so that is
+    checked here. A file of whole lines, valid UTF-8, is decoded in one call by ``many`` (a decoder of a
+    list of the same records) as a JSON array of its lines: a call per line cost more than decoding it.
+    Anything else (a bad line, a blank one, a BOM, a line too long) is read line by line, where each
+    problem is reported at its place. ``at``: start after the bytes and lines it holds (a grown file's
+    appended lines), and leave it at the end.
     """
-    return _decoded(path, issues, decoder.decode, typed=True)
+    at = at if at is not None else Position()
+    with open(path, "rb") as handle:
+        handle.seek(at.offset)
+        data = handle.read(WHOLE_MAX + 1)
+        if len(data) <= WHOLE_MAX:
+            found = _whole(data, many)
+            if found is not None:
+                first = at.line + 1
+                _advance(at, data, len(found), bool(found))
+                yield from zip(range(first, first + len(found)), found, strict=True)
+                return
+        handle.seek(at.offset)
+        yield from _decoded(path, issues, decoder.decode, typed=True, handle=handle, at=at)
 
 
-def _decoded(path: Path, issues: Issues, loads: Callable[[Any], Any], typed: bool) -> Iterator[tuple[int, Any]]:
-    """Lines of ``path`` decoded by ``loads``, with every problem reported at its line.
+def _whole(data: bytes, many: msgspec.json.Decoder) -> list | None:
+    """The records of ``data``'s lines decoded as one JSON array, or None where it must go line by line.
+
+    A newline becomes the comma between two values, so the array has as many values as the data has
+    lines only if every line holds exactly one (a blank line, two values on one line or one value over
+    two lines make the array invalid or its length differ).
+    """
+    count = data.count(b"\n")
+    if not count or not data.endswith(b"\n") or _long_line(data) or not _utf8(data, memoryview(data)):
+        return None
+    try:
+        found = many.decode(b"".join((b"[", data.replace(b"\n", b",", count - 1), b"]")))
+    except msgspec.DecodeError:
+        return None
+    return found if len(found) == count else None
+
+
+def _long_line(data: bytes) -> bool:
+    """Whether a line of ``data`` is longer than ``MAX_LINE`` (jumping from newline to newline at most that far)."""
+    start = 0
+    while len(data) - start > MAX_LINE:
+        end = data.rfind(b"\n", start, start + MAX_LINE + 1)
+        if end < 0:
+            return True
+        start = end + 1
+    return False
+
+
+def _advance(at: Position, data: bytes | memoryview, lines: int, seen: bool) -> None:
+    """Move ``at`` past ``data`` (``lines`` lines, some holding a value if ``seen``)."""
+    if not len(data):
+        return
+    at.offset += len(data)
+    at.line += lines
+    at.seen |= seen
+    at.complete = data[-1:] == b"\n"
+    if at.crc is not None:
+        at.crc = zlib.crc32(data, at.crc)
+
+
+def _decoded(
+    path: Path,
+    issues: Issues,
+    loads: Callable[[Any], Any],
+    typed: bool,
+    handle: BinaryIO | None = None,
+    at: Position | None = None,
+) -> Iterator[tuple[int, Any]]:
+    """Lines of ``path`` (or of ``handle``, from where it stands) decoded by ``loads``, with every problem
+    reported at its place; ``at`` as in ``records``.
 
     Tolerates a UTF-8 BOM, CRLF endings and blank lines; reports invalid JSON, a truncated last line
     (no final newline: the writer was killed mid-line), non-object lines, lines too long to hold in
     bounded memory, and an empty file. A line is decoded straight from its chunk; one that fails is
     judged again on a cleaned copy (BOM, line end).
     """
-    seen_any = False
-    with open(path, "rb") as handle:
-        for number, line, ended, utf8 in _lines(handle, path, issues):
+    at = at if at is not None else Position()
+    seen_any = at.seen
+    start = at.line
+    with handle if handle is not None else open(path, "rb") as source:
+        for number, line, ended, utf8 in _lines(_Counted(source, at), path, issues, start):
             try:
                 if not utf8:
                     codecs.utf_8_decode(line, "strict", True)
@@ -126,8 +218,22 @@ def _decoded(path: Path, issues: Issues, loads: Callable[[Any], Any], typed: boo
                 issues.add(path, number, f"expected a JSON object, got {type(obj).__name__}; line skipped")
                 continue
             yield number, obj
+    at.seen = seen_any
     if not seen_any:
         issues.add(path, 0, "empty file")
+
+
+@dataclass
+class _Counted:
+    """A file's ``read`` that moves a ``Position`` past the bytes and newlines it returns."""
+
+    handle: BinaryIO
+    at: Position
+
+    def read(self, size: int) -> bytes:
+        chunk = self.handle.read(size)
+        _advance(self.at, chunk, chunk.count(b"\n"), False)
+        return chunk
 
 
 BLANK = object()
@@ -160,7 +266,9 @@ FIRST_CHUNK, CHUNK = 1 << 16, 1 << 22
 MAX_LINE = 8 << 20
 
 
-def _lines(handle: BinaryIO, path: Path, issues: Issues) -> Iterator[tuple[int, memoryview, bool, bool]]:
+def _lines(
+    handle: BinaryIO | _Counted, path: Path, issues: Issues, number: int = 0
+) -> Iterator[tuple[int, memoryview, bool, bool]]:
     """``(number, line without its newline, whether a newline ended it, whether it is known to be UTF-8)``.
 
     Transcripts run to hundreds of MB in many short lines. Reading line by line copies every line (twice
@@ -170,7 +278,7 @@ def _lines(handle: BinaryIO, path: Path, issues: Issues) -> Iterator[tuple[int, 
     (a 1 GB line would otherwise take several GB). The whole lines of a chunk are checked as UTF-8 in
     one call (most chunks are ASCII, checked at memory speed); a line it cannot vouch for is checked alone.
     """
-    number, pending, held, size, skipping = 0, [], 0, FIRST_CHUNK, False
+    pending, held, size, skipping = [], 0, FIRST_CHUNK, False
     while chunk := handle.read(size):
         size = min(2 * size, CHUNK)
         find, start = chunk.find, 0

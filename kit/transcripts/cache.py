@@ -4,14 +4,18 @@ A history of many GB is read again every time a notebook cell or ``python -m kit
 though almost all of it is unchanged. So each file's rows are kept, as the reader produced them and
 before the deduplication across files, under a cache folder (Parquet segments and an index), keyed
 by the file's path, size, modification and change times, inode and a content check (a CRC of its
-first and last ``BLOCK`` bytes). A re-run reads only the files whose key changed: new files, and
-grown or rewritten files, which are read again whole (the readers keep state across a file's
-lines, so a tail alone cannot be read exactly). What needs several files at once — a Claude
-response repeated in another session file, the ``api-request`` lines answered in another file, a
-Codex exec thread continued across files — is done when the tables are assembled, by the readers'
-own functions, so the cache never changes a number (tests/test_parse_cache.py compares cached,
-partly cached and cold reads row for row). The cache also stores whatever columns the readers
-produce; it is dropped whole when the reader code changes (``VERSION``).
+first and last ``BLOCK`` bytes). A re-run reads only the files whose key changed: new files, rewritten
+files, read whole, and grown files. The readers keep state across a file's lines (a response's later
+lines, its paired usage line, the turn a prompt opens), so the Claude session and Codex rollout readers
+hand back their state at the end of a file (``RESUMABLE``), kept pickled with its rows; a file that
+only grew (same inode, the bytes read before unchanged: their CRC-32, ``_resumable``) has only its
+appended lines read, from that state, and all its rows made again from it. What needs several
+files at once — a Claude response repeated in another session file, the ``api-request`` lines
+answered in another file, a Codex exec thread continued across files — is done when the tables are
+assembled, by the readers' own functions, so the cache never changes a number
+(tests/test_parse_cache.py compares cached, partly cached, resumed and cold reads row for row). The
+cache also stores whatever columns the readers produce; it is dropped whole when the reader code
+changes (``VERSION``).
 
 Within one process the cache stays in memory: a notebook that runs its cell again gets a copy of
 the previous tables when no file changed, and the unchanged files' rows without reading Parquet
@@ -42,11 +46,13 @@ import numpy as np
 import pandas as pd
 
 from kit import schema
-from kit.transcripts import claude_session
+from kit.transcripts import claude_session, codex_rollout
 from kit.transcripts._base import Issues, Parsed, Shared
 
 BLOCK = 1 << 10  # the content check hashes this much of a file's start and end (see file_key)
 UNCACHED = frozenset({"codex_exec"})  # its turns are differenced across the files of a thread
+RESUMABLE = {claude_session.FORMAT: claude_session, codex_rollout.FORMAT: codex_rollout}  # readers with a state
+CRC_BLOCK = 1 << 20  # a grown file's head is checked this much at a time (``_resumable``)
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting processes costs more than it saves
 CHUNKS_PER_WORKER = 4  # work items per process, so that one big file does not leave the other idle
 MAX_SEGMENTS = 16  # more Parquet segments than this are merged into one
@@ -105,6 +111,8 @@ class Piece:
     attrs: dict[str, list]
     issues: list[dict]
     ids: Any = None  # claude_session's per-file ids, for the deduplication across files
+    state: bytes | None = None  # the reader's pickled state at the end of the file (``RESUMABLE``), else None
+    at: tuple[int, int] | None = None  # with a state: the bytes it read and their CRC-32 (``_resumable``)
 
 
 @dataclass
@@ -298,29 +306,46 @@ def store(folder: str | Path | None) -> Store:
 # --- reading files, in worker processes --------------------------------------------------------------------
 
 
-def _read_one(fmt: str, path: Path, tools: bool) -> tuple[Parsed, Any, list[dict]]:
-    """One file read alone by its reader: its rows, claude_session's ids (else None) and its issues."""
+def _read_one(
+    fmt: str, path: Path, tools: bool, resume: bytes | None, keep: bool
+) -> tuple[Parsed, Any, list[dict], bytes | None, tuple[int, int] | None]:
+    """One file read alone by its reader: its rows, claude_session's ids (else None), its issues, and
+    where kept (``keep``, a format in ``RESUMABLE``, the file ending on a whole line) the reader's state
+    at its end with the bytes read and their CRC. ``resume``: such a state, from which only the lines
+    after it are read (a grown file whose head ``_resumable`` found unchanged)."""
     from kit.transcripts import READERS
 
-    issues = Issues()
+    if fmt not in RESUMABLE:
+        issues = Issues()
+        return READERS[fmt].read([path], issues, tools), None, issues.items, None, None
+    reader = RESUMABLE[fmt]
+    state = pickle.loads(resume) if resume is not None else reader.start(path, Issues(), tools, crc=keep)
+    reader.scan(state)
+    snapshot, at = None, None
+    if keep and state.at.resumable:
+        snapshot, at = pickle.dumps(state, pickle.HIGHEST_PROTOCOL), (state.at.offset, state.at.crc)
     if fmt == claude_session.FORMAT:
-        parsed, ids = claude_session._read_file(path, issues, tools)
+        parsed, ids = claude_session.finish(state)
     else:
-        parsed, ids = READERS[fmt].read([path], issues, tools), None
-    return parsed, ids, issues.items
+        parsed, ids = state.finish(), None
+    return parsed, ids, state.issues.items, snapshot, at
 
 
-def _read_chunk(items: list[tuple[str, str]], tools: bool) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
-    """Files read one by one into one request frame and one tool frame, with each file's place in them.
+def _read_chunk(
+    items: list[tuple[str, str, bytes | None]], tools: bool, keep: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """Files (format, path, state to resume from or None) read one by one into one request frame and one
+    tool frame, with each file's place in them; ``keep`` as in ``_read_one``.
 
     Runs in a worker process: frames travel back far faster than row dicts.
     """
     rows: list[dict] = []
     tool_rows: list[dict] = []
     metas = []
-    for fmt, path in items:
-        parsed, ids, issues = _read_one(fmt, Path(path), tools)
+    for fmt, path, resume in items:
+        parsed, ids, issues, state, at = _read_one(fmt, Path(path), tools, resume, keep)
         meta = {"path": path, "format": fmt, "attrs": parsed.attrs, "issues": issues, "ids": ids}
+        meta |= {"state": state, "at": at}
         meta |= {"rows": (len(rows), len(rows) + len(parsed.rows))}
         meta |= {"tool_rows": (len(tool_rows), len(tool_rows) + len(parsed.tools))}
         rows += parsed.rows
@@ -335,21 +360,24 @@ def workers(nbytes: int) -> int:
     return 1 if nbytes < PARALLEL_MIN_BYTES else max(1, cores)
 
 
-def _chunks(items: list[tuple[str, Path, int]], n: int) -> list[list[tuple[str, str]]]:
-    """``items`` (format, path, size) cut into about ``n`` runs of similar bytes, in order."""
-    total = sum(size for *_, size in items) or 1
-    chunks: list[list[tuple[str, str]]] = [[]]
+Work = tuple[str, str, bytes | None]  # format, path, state to resume from (``_read_chunk``)
+
+
+def _chunks(items: list[tuple[Work, int]], n: int) -> list[list[Work]]:
+    """``items`` (work, bytes to read) cut into about ``n`` runs of similar bytes, in order."""
+    total = sum(size for _, size in items) or 1
+    chunks: list[list[Work]] = [[]]
     filled = 0
-    for fmt, path, size in items:
+    for work, size in items:
         if filled >= total / n and chunks[-1]:
             chunks.append([])
             filled = 0
-        chunks[-1].append((fmt, str(path)))
+        chunks[-1].append(work)
         filled += size
     return chunks
 
 
-def _shared_work(chunks: list[list[tuple[str, str]]], tools: bool, n: int) -> list:
+def _shared_work(chunks: list[list[Work]], tools: bool, keep: bool, n: int) -> list:
     """``_read_chunk`` of every chunk, by ``n - 1`` worker processes and this one, in chunk order.
 
     This process would otherwise wait, then decode what the workers send back while they finish; so it
@@ -359,21 +387,33 @@ def _shared_work(chunks: list[list[tuple[str, str]]], tools: bool, n: int) -> li
     """
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=n - 1, mp_context=context) as pool:
-        futures = [pool.submit(_read_chunk, chunk, tools) for chunk in chunks]
+        futures = [pool.submit(_read_chunk, chunk, tools, keep) for chunk in chunks]
         mine: dict[int, tuple] = {}
         for index in reversed(range(len(chunks))):
             if not futures[index].cancel():
                 break
-            mine[index] = _read_chunk(chunks[index], tools)
+            mine[index] = _read_chunk(chunks[index], tools, keep)
         return [mine[i] if i in mine else futures[i].result() for i in range(len(chunks))]
 
 
-def _read_pass(items: list[tuple[str, Path, Key]], tools: bool) -> tuple[str, Segment, dict[str, Piece]]:
-    """Read ``items`` (format, path, key), in parallel processes where that pays, as one new segment."""
-    sized = [(fmt, path, key[0]) for fmt, path, key in items]
-    n = workers(sum(size for *_, size in sized))
-    chunks = _chunks(sized, n * CHUNKS_PER_WORKER if n > 1 else 1)
-    results = _shared_work(chunks, tools, n) if n > 1 and len(chunks) > 1 else [_read_chunk(c, tools) for c in chunks]
+def _read_pass(items: list[tuple[str, Path, Key]], tools: bool, st: Store) -> tuple[str, Segment, dict[str, Piece]]:
+    """Read ``items`` (format, path, key), in parallel processes where that pays, as one new segment.
+
+    A file that grew since its piece was read, with that piece's bytes unchanged, is read from the
+    piece's state: only its appended lines (``_resumable``). States are kept only in a cache folder.
+    """
+    keep = st.folder is not None
+    work = []
+    for fmt, path, key in items:
+        old = _resumable(st.pieces.get(str(path)), fmt, path, key, tools)
+        offset = old.at[0] if old is not None else 0
+        work.append(((fmt, str(path), old.state if old is not None else None), key[0] - offset))
+    n = workers(sum(size for _, size in work))
+    chunks = _chunks(work, n * CHUNKS_PER_WORKER if n > 1 else 1)
+    if n > 1 and len(chunks) > 1:
+        results = _shared_work(chunks, tools, keep, n)
+    else:
+        results = [_read_chunk(c, tools, keep) for c in chunks]
     keys = {str(path): key for _, path, key in items}
     name, pieces, at, tool_at = _name(), {}, 0, 0
     for req, tool, metas in results:
@@ -381,13 +421,32 @@ def _read_pass(items: list[tuple[str, Path, Key]], tools: bool) -> tuple[str, Se
             (a, b), (c, d) = meta["rows"], meta["tool_rows"]
             pieces[meta["path"]] = Piece(
                 meta["format"], keys[meta["path"]], tools, name, (at + a, at + b), (tool_at + c, tool_at + d),
-                meta["attrs"], meta["issues"], meta["ids"],
+                meta["attrs"], meta["issues"], meta["ids"], meta["state"], meta["at"],
             )  # fmt: skip
         at, tool_at = at + len(req), tool_at + len(tool)
     segment = Segment(
         _concat([r for r, _, _ in results], schema.requests_frame), _concat([t for _, t, _ in results], _tool_frame)
     )
     return name, segment, pieces
+
+
+def _resumable(piece: Piece | None, fmt: str, path: Path, key: Key, tools: bool) -> Piece | None:
+    """``piece`` if the file it was read from only grew since: same format, tool reading and inode, a
+    reader state kept, more bytes now, and the bytes that state read unchanged (their CRC-32, over all
+    of them: a file rewritten in place with the same start and end is read again whole)."""
+    if piece is None or piece.state is None or piece.at is None:
+        return None
+    offset, crc = piece.at
+    if piece.format != fmt or piece.tools != tools or key[3] != piece.key[3] or key[0] <= offset:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            found, left = 0, offset
+            while left and (block := handle.read(min(left, CRC_BLOCK))):
+                found, left = zlib.crc32(block, found), left - len(block)
+    except OSError:
+        return None
+    return piece if not left and found == crc else None
 
 
 # --- assembling the tables ---------------------------------------------------------------------------------
@@ -406,34 +465,30 @@ class _Take:
         return int(self.keep.sum()) if self.keep is not None else self.rows[1] - self.rows[0]
 
 
-def _stub(piece: Piece, seg: Segment) -> Parsed:
-    """A stand-in Parsed for claude_session's functions across files: rows hold only the cycle, tools their
-    index, attrs a copy (those functions filter rows and tools and update the file's summary in place)."""
-    cycles = seg.cycles(piece.rows)
-    attrs = {k: list(v) for k, v in piece.attrs.items()}
-    attrs["files"] = [dict(f) for f in attrs["files"]]
-    return Parsed(rows=[{"cycle": c} for c in cycles], tools=list(range(len(piece.ids.callers))), attrs=attrs)
-
-
-def _claude_group(pieces: list[Piece], store_: Store) -> tuple[list[Parsed], list[dict]]:
-    """claude_session.read's steps across files, on stand-ins: the requests check and the repeats dropped."""
-    stubs = [_stub(p, store_.segments[p.segment]) for p in pieces]
+def _claude_group(pieces: list[Piece]) -> tuple[list[dict[str, list]], list[set[int]], list[dict]]:
+    """claude_session.read's steps across files, on the ids the pieces keep: each piece's attrs with its
+    requests check, the cycles dropped as repeats of another file's responses, and ``attrs["repeats"]``."""
     answered = set().union(*(p.ids.answered for p in pieces))
-    for stub, piece in zip(stubs, pieces, strict=True):
-        stub.attrs["crosscheck"] = claude_session._requests_check(
-            piece.ids.path, piece.ids.sent, answered, len(stub.rows)
-        )
-    repeats = claude_session._drop_repeats([(s, p.ids) for s, p in zip(stubs, pieces, strict=True)])
-    return stubs, repeats
+    dropped, repeats = claude_session.repeated([p.ids for p in pieces])
+    attrs, cycles = [], []
+    for index, piece in enumerate(pieces):
+        rows = piece.rows[1] - piece.rows[0]
+        check = claude_session._requests_check(piece.ids.path, piece.ids.sent, answered, rows)
+        own = dropped.get(index, set())
+        found = claude_session.without(piece.attrs, rows, own) if own else dict(piece.attrs)
+        found["crosscheck"] = check
+        attrs.append(found)
+        cycles.append(own)
+    return attrs, cycles, repeats
 
 
-def _kept(piece: Piece, stub: Parsed | None, seg: Segment) -> tuple[_Take, list[int] | None]:
+def _kept(piece: Piece, dropped: set[int], seg: Segment) -> tuple[_Take, list[int] | None]:
     """Which of the piece's rows and tool rows survive the repeats dropped (None: all)."""
     take = _Take(piece.segment, piece.rows)
-    if stub is None or len(stub.rows) == piece.rows[1] - piece.rows[0]:
+    if not dropped:
         return take, None
-    take.keep = np.isin(np.asarray(seg.cycles(piece.rows), dtype=np.int64), [r["cycle"] for r in stub.rows])
-    return take, stub.tools
+    take.keep = ~np.isin(np.asarray(seg.cycles(piece.rows), dtype=np.int64), list(dropped))
+    return take, [i for i, caller in enumerate(piece.ids.callers) if caller not in dropped]
 
 
 def _gather(takes: list[_Take], segments: dict[str, Segment], part: str, empty: Callable) -> pd.DataFrame:
@@ -494,15 +549,16 @@ def _assemble(
             for item in piece.issues:
                 issues.add(item["source_path"], item["source_line"], item["reason"])
         group_out = Parsed()
-        stubs: list[Parsed | None] = [None] * len(pieces)
+        attrs: list[dict[str, list]] = [piece.attrs for piece in pieces]
+        dropped: list[set[int]] = [set()] * len(pieces)
         if fmt == claude_session.FORMAT:
-            stubs, group_out.attrs["repeats"] = _claude_group(pieces, st)
-        for path, piece, stub in zip(group, pieces, stubs, strict=True):
-            take, kept_tools = _kept(piece, stub, segments[piece.segment])
+            attrs, dropped, group_out.attrs["repeats"] = _claude_group(pieces)
+        for path, piece, own, cycles in zip(group, pieces, attrs, dropped, strict=True):
+            take, kept_tools = _kept(piece, cycles, segments[piece.segment])
             takes[str(path)] = take
             if tools:
                 tool_takes.append(_tool_take(piece, kept_tools, str(path)))
-            _extend_attrs(group_out, stub.attrs if stub is not None else piece.attrs)
+            _extend_attrs(group_out, own)
         _extend_attrs(out, group_out.attrs)
     ordered = [takes[p] for p in sorted(takes, key=order.__getitem__)]
     requests = _gather(ordered, segments, "requests", schema.requests_frame)
@@ -602,6 +658,6 @@ def _tables(
     stale = [(fmt, p, keys[str(p)]) for fmt, group in groups.items() if fmt not in UNCACHED for p in group]
     stale = [(fmt, p, key) for fmt, p, key in stale if st.fresh(p, key, fmt, tools) is None]
     if stale:
-        st.add(*_read_pass(stale, tools))
+        st.add(*_read_pass(stale, tools, st))
     requests, tool_frame, attrs = _assemble(groups, order, st, tools, issues)
     return requests, tool_frame, attrs, not set(groups) & UNCACHED

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from kit.transcripts._base import Issues, Parsed, file_summary, records, text
+from kit.transcripts._base import Issues, Parsed, Position, file_summary, records, text
 from kit.transcripts._claude import (
     TOOL_BLOCKS,
     Content,
@@ -117,6 +117,7 @@ class _Line(msgspec.Struct, rename=RENAME, gc=False):
 
 
 DECODER = msgspec.json.Decoder(_Line)
+LINES = msgspec.json.Decoder(list[_Line])  # a file's lines as one array (``records``)
 BLOCKS_DECODER = msgspec.json.Decoder(list[_Block] | str | None)
 TOOL_RESULT = re.compile(rb'"tool_result"')
 TEXT, BLOCKS = re.compile(rb'\s*"'), re.compile(rb"\s*\[")
@@ -158,24 +159,40 @@ def _drop_repeats(files: list[tuple[Parsed, _Ids]]) -> list[dict]:
     copy takes its tool results along; it is not an issue, since such copies are expected, and goes to
     ``attrs["repeats"]`` with the place of the copy kept.
     """
+    dropped, repeats = repeated([ids for _, ids in files])
+    for index, cycles in dropped.items():
+        parsed, ids = files[index]
+        parsed.attrs = without(parsed.attrs, len(parsed.rows), cycles)
+        parsed.rows = [r for r in parsed.rows if r["cycle"] not in cycles]
+        parsed.tools = [t for t, c in zip(parsed.tools, ids.callers, strict=True) if c not in cycles]
+    return repeats
+
+
+def repeated(files: list[_Ids]) -> tuple[dict[int, set[int]], list[dict]]:
+    """The cycles to drop per file (by index in ``files``), and ``attrs["repeats"]`` (see ``_drop_repeats``).
+
+    The parse cache calls it on the ids it keeps, without the rows.
+    """
     dropped: dict[int, set[int]] = {}
     repeats = []
-    for key, found in _copies([ids for _, ids in files]).items():
+    for key, found in _copies(files).items():
         kept_index, (_, kept_line, _) = max(found, key=lambda c: (*c[1][2], c[0]))
         for index, (cycle, line, _) in found:
             if index == kept_index:
                 continue
             dropped.setdefault(index, set()).add(cycle)
-            entry = {"source_path": str(files[index][1].path), "source_line": line, "cycle": cycle}
-            entry |= {"message_id": key, "kept_path": str(files[kept_index][1].path), "kept_line": kept_line}
+            entry = {"source_path": str(files[index].path), "source_line": line, "cycle": cycle}
+            entry |= {"message_id": key, "kept_path": str(files[kept_index].path), "kept_line": kept_line}
             repeats.append((index, cycle, entry))
-    for index, cycles in dropped.items():
-        parsed, ids = files[index]
-        parsed.rows = [r for r in parsed.rows if r["cycle"] not in cycles]
-        parsed.tools = [t for t, c in zip(parsed.tools, ids.callers, strict=True) if c not in cycles]
-        parsed.attrs["sidechain_ids"] = [s for s in parsed.attrs["sidechain_ids"] if s["cycle"] not in cycles]
-        parsed.attrs["files"][0].update(rows=len(parsed.rows), repeats=len(cycles))
-    return [entry for *_, entry in sorted(repeats, key=lambda r: r[:2])]
+    return dropped, [entry for *_, entry in sorted(repeats, key=lambda r: r[:2])]
+
+
+def without(attrs: dict[str, list], rows: int, cycles: set[int]) -> dict[str, list]:
+    """A file's attrs (of ``rows`` rows) once the responses of ``cycles`` are dropped, as a new dict."""
+    out = dict(attrs)
+    out["sidechain_ids"] = [s for s in attrs["sidechain_ids"] if s["cycle"] not in cycles]
+    out["files"] = [attrs["files"][0] | {"rows": rows - len(cycles), "repeats": len(cycles)}]
+    return out
 
 
 def _copies(files: list[_Ids]) -> dict[str, list[tuple[int, tuple[int, int, tuple[bool, int]]]]]:
@@ -244,20 +261,52 @@ def _prompt(line: _Line) -> bool:
     return TEXT.match(content) is not None or (BLOCKS.match(content) is not None and not TOOL_RESULT.search(content))
 
 
+@dataclass
+class _State:
+    """A file's reading state after its last line: what reading lines appended later starts from.
+
+    The parse cache keeps it (pickled) with the file's rows, so that a grown session file has only its
+    new lines read (``scan`` with this state) and the same rows come out as from reading it whole:
+    a later line can still complete an earlier response, a tool result can answer an earlier call,
+    and a prompt can open the next turn. ``issues`` are the lines' own; ``finish`` adds its own to them.
+    """
+
+    path: Path
+    tools: bool
+    issues: Issues
+    responses: Responses
+    at: Position = field(default_factory=Position)
+    events: list[dict] = field(default_factory=list)
+    version: Any = None
+    turn: int | None = None
+    prompted: bool = False
+    sent: dict[str, int] = field(default_factory=dict)  # api-request id -> line
+    answered: set[str] = field(default_factory=set)
+
+
+def start(path: Path, issues: Issues, tools: bool, crc: bool = False) -> _State:
+    """The state before a file's first line; ``crc``: keep a CRC of the bytes read (``Position``)."""
+    return _State(path, tools, issues, Responses(path, FORMAT, issues), Position(crc=0 if crc else None))
+
+
 def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
-    responses = Responses(path, FORMAT, issues)
-    out = Parsed()
-    version, turn, prompted = None, None, False
-    sent: dict[str, int] = {}  # api-request id -> line
-    answered: set[str] = set()
-    for number, line in records(path, issues, DECODER):
+    return finish(scan(start(path, issues, tools)))
+
+
+def scan(state: _State) -> _State:
+    """Read the file's lines after ``state.at`` into ``state`` (kept in locals while the loop runs: this is
+    the hot loop of a history read) and return it."""
+    path, issues, tools, responses = state.path, state.issues, state.tools, state.responses
+    events, sent, answered = state.events, state.sent, state.answered
+    version, turn, prompted = state.version, state.turn, state.prompted
+    for number, line in records(path, issues, DECODER, LINES, state.at):
         kind, message = text(line.type), line.message
         version = line.version or version
         if kind == "assistant":
             if message is None:
                 issues.add(path, number, "assistant line without a message object; line skipped")
             elif is_synthetic(message.model, line.api_error):
-                out.attrs["events"].append(_event(path, number, responses, "api_error", line, message))
+                events.append(_event(path, number, responses, "api_error", line, message))
             else:
                 try:
                     content = _content(message.content)
@@ -281,21 +330,30 @@ def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
                 except msgspec.DecodeError as exc:
                     issues.add(path, number, f"invalid JSON in message.content ({exc}); tool results skipped")
         elif kind == "system":
-            out.attrs["events"].append(_event(path, number, responses, f"system:{line.subtype}", line))
+            events.append(_event(path, number, responses, f"system:{line.subtype}", line))
         elif kind == "api-request":
             if isinstance(line.id, str):
                 sent.setdefault(line.id, number)
         elif kind == "cost-state":
-            out.attrs["events"].append(_event(path, number, responses, "cost-state", line))
+            events.append(_event(path, number, responses, "cost-state", line))
         elif kind not in BOOKKEEPING:
             issues.unknown_type(path, number, kind)
+    state.version, state.turn, state.prompted = version, turn, prompted
+    return state
+
+
+def finish(state: _State) -> tuple[Parsed, _Ids]:
+    """The rows, tool results and side tables of a file read to its end, and its ids for the dedupe across files."""
+    responses, out = state.responses, Parsed()
     out.rows = responses.rows()
     out.tools = responses.tools
+    out.attrs["events"] = state.events
     out.attrs["sidechain_ids"] = responses.sidechain_ids()
-    out.attrs["files"].append(file_summary(path, FORMAT, out.rows, cli_version=version, repeats=0))
+    out.attrs["files"].append(file_summary(state.path, FORMAT, out.rows, cli_version=state.version, repeats=0))
     local = responses.local
     cycles = {k: (r.cycle, r.last_line, keep_rank(r)) for k, r in responses.by_key.items() if k not in local}
-    return out, _Ids(path, cycles, responses.callers, sent, answered)
+    ids = _Ids(state.path, cycles, responses.callers, state.sent, state.answered)
+    return out, ids
 
 
 def _requests_check(path: Path, sent: dict[str, int], answered: set[str], rows: int) -> list[dict]:

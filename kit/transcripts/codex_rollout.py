@@ -43,7 +43,7 @@ import msgspec
 import orjson
 
 from kit.transcripts import _usage
-from kit.transcripts._base import Issues, Parsed, as_dict, file_summary, records, text
+from kit.transcripts._base import Issues, Parsed, Position, as_dict, file_summary, records, text
 from kit.transcripts._tools import exit_failed, result_row, text_chars
 
 FORMAT = "codex_rollout"
@@ -108,6 +108,7 @@ class _Item(msgspec.Struct, gc=False):
 
 
 DECODER = msgspec.json.Decoder(_Line)
+LINES = msgspec.json.Decoder(list[_Line])  # a file's lines as one array (``records``)
 PARTS = msgspec.json.Decoder(list[_Part])
 NULL = msgspec.Raw(b"null")
 ITEM = msgspec.json.Decoder(_Item)
@@ -118,11 +119,23 @@ EMPTY = _Payload()
 def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
     out = Parsed()
     for path in paths:
-        state = _File(path, issues, tools)
-        for number, line in records(path, issues, DECODER):
-            state.line(number, line)
-        out.extend(state.finish())
+        out.extend(scan(start(path, issues, tools)).finish())
     return out
+
+
+def start(path: Path, issues: Issues, tools: bool, crc: bool = False) -> _File:
+    """The state before a file's first line; ``crc``: keep a CRC of the bytes read (``Position``)."""
+    return _File(path, issues, tools, at=Position(crc=0 if crc else None))
+
+
+def scan(state: _File) -> _File:
+    """Read the file's lines after ``state.at`` into ``state`` and return it. The parse cache keeps the
+    state (pickled) with the file's rows, so that a grown rollout has only its new lines read: a later
+    line can still pair with an earlier response's usage, re-emit its event or answer its call."""
+    line = state.line
+    for number, record in records(state.path, state.issues, DECODER, LINES, state.at):
+        line(number, record)
+    return state
 
 
 def uuid7_ms(value: object) -> int | None:
@@ -246,9 +259,12 @@ def _key(usage: object) -> tuple | None:
 
 @dataclass
 class _File:
+    """A rollout's reading state: what its lines so far said, and where the next line starts (``at``)."""
+
     path: Path
     issues: Issues
     want_tools: bool
+    at: Position = field(default_factory=Position)
     session_id: str | None = None
     cli_version: str | None = None
     fork_ms: int | None = None
