@@ -16,6 +16,7 @@ import hashlib
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -727,19 +728,7 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict, arms: pd.DataFr
     fig = Figure(figsize=(10, 4.8))
     left, right = fig.subplots(1, 2)
     if "metric" in data.columns:
-        colors = arm_colors(_figure_arms(design, *(data[c] for c in ("arm", "baseline") if c in data.columns)))
-        grades = data[(data["metric"] == "grade") & data["estimate"].notna()]
-        totals = data[(data["metric"] == "total_tokens") & data["estimate"].notna()]
-        fewer = _reads_fewer(totals) if not totals.empty else False
-        for ax, rows, ref, xlabel in (
-            (left, grades, 0.0, "grade difference (arm − baseline), 95% CI"),
-            (right, _oriented(totals, fewer), 1.0, f"total tokens, {_ratio_axis_label(fewer)}"),
-        ):
-            if rows.empty:
-                _empty(ax, "no estimate")
-                continue
-            _forest_axis(ax, rows, colors, ref, with_metric=False)
-            ax.set_xlabel(xlabel)
+        _parity_of_ratios(left, right, data, design)
         return _finish(fig, "Quality parity: grade next to total tokens", design, n=_ratios_n(data))
     _require(data, ["arm", "total_tokens"], "trials")
     ok = _ok_trials(data)
@@ -750,31 +739,12 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict, arms: pd.DataFr
     for i, arm in enumerate(names):
         rows = ok[ok["arm"].astype(str) == arm]
         grades = pd.to_numeric(rows.get("grade", pd.Series(dtype=float)), errors="coerce").astype(float).dropna()
-        left.scatter(grades, np.full(len(grades), i + 0.18), color=colors[arm], alpha=0.5, s=18)
-        s = summary.loc[arm]
-        if pd.notna(s["mean"]):
-            _interval(left, i, s["mean"], s["lower"], s["upper"], colors[arm])
+        _points_and_interval(left, i, grades.to_numpy(), summary.loc[arm], colors[arm])
         totals = pd.to_numeric(rows["total_tokens"], errors="coerce").astype(float).to_numpy()
-        right.scatter(totals, np.full(len(totals), i + 0.18), color=colors[arm], alpha=0.5, s=18)
-        if arm in totals_ci.index and pd.notna(totals_ci.loc[arm, "mean"]):
-            t = totals_ci.loc[arm]
-            _interval(right, i, float(t["mean"]), float(t["lower"]), float(t["upper"]), colors[arm])
-    baseline = design.get("baseline")
-    if baseline in names:
-        base_mean = pd.to_numeric(ok.loc[ok["arm"].astype(str) == baseline, "total_tokens"], errors="coerce").mean()
-        for i, arm in enumerate(names):
-            arm_mean = pd.to_numeric(ok.loc[ok["arm"].astype(str) == arm, "total_tokens"], errors="coerce").mean()
-            if arm != baseline and base_mean and arm_mean:
-                r = arm_mean / base_mean
-                factor = f"{1 / r:.2f}× fewer than" if r < 1 else f"{r:.2f}× more than"
-                right.annotate(
-                    f"mean {factor} {baseline}",
-                    (arm_mean, i),
-                    xytext=(0, 9),
-                    textcoords="offset points",
-                    ha="center",
-                    fontsize=8,
-                )
+        t = totals_ci.loc[arm] if arm in totals_ci.index else pd.Series({"mean": np.nan})
+        _points_and_interval(right, i, totals, t, colors[arm])
+    if design.get("baseline") in names:
+        _annotate_against_baseline(right, ok, names, design["baseline"])
     for ax in (left, right):
         ax.set_yticks(range(len(names)), names)
         ax.set_ylim(len(names) - 0.5, -0.5)
@@ -791,8 +761,53 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict, arms: pd.DataFr
     )
 
 
-# ---------------------------------------------------------------- Code Mode (Codex exec cells)
+def _parity_of_ratios(left: Axes, right: Axes, data: pd.DataFrame, design: dict) -> None:
+    """The ratios form: grade differences (left) and total-token ratios in the headline's direction (right)."""
+    colors = arm_colors(_figure_arms(design, *(data[c] for c in ("arm", "baseline") if c in data.columns)))
+    grades = data[(data["metric"] == "grade") & data["estimate"].notna()]
+    totals = data[(data["metric"] == "total_tokens") & data["estimate"].notna()]
+    fewer = _reads_fewer(totals) if not totals.empty else False
+    for ax, rows, ref, xlabel in (
+        (left, grades, 0.0, "grade difference (arm − baseline), 95% CI"),
+        (right, _oriented(totals, fewer), 1.0, f"total tokens, {_ratio_axis_label(fewer)}"),
+    ):
+        if rows.empty:
+            _empty(ax, "no estimate")
+            continue
+        _forest_axis(ax, rows, colors, ref, with_metric=False)
+        ax.set_xlabel(xlabel)
 
+
+def _points_and_interval(ax: Axes, i: int, values: np.ndarray, interval: pd.Series, color: Any) -> None:
+    """One arm's row: its trials as points just below the line, its mean and 95% CI on it."""
+    ax.scatter(values, np.full(len(values), i + 0.18), color=color, alpha=0.5, s=18)
+    if pd.notna(interval["mean"]):
+        _interval(ax, i, float(interval["mean"]), float(interval["lower"]), float(interval["upper"]), color)
+
+
+def _annotate_against_baseline(ax: Axes, ok: pd.DataFrame, names: list[str], baseline: str) -> None:
+    """Each other arm's mean total as "N× fewer/more than <baseline>" above its row."""
+    means = {
+        arm: pd.to_numeric(ok.loc[ok["arm"].astype(str) == arm, "total_tokens"], errors="coerce").mean()
+        for arm in names
+    }
+    base_mean = means[baseline]
+    for i, arm in enumerate(names):
+        arm_mean = means[arm]
+        if arm != baseline and base_mean and arm_mean:
+            r = arm_mean / base_mean
+            factor = f"{1 / r:.2f}× fewer than" if r < 1 else f"{r:.2f}× more than"
+            ax.annotate(
+                f"mean {factor} {baseline}",
+                (arm_mean, i),
+                xytext=(0, 9),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )
+
+
+# ---------------------------------------------------------------- Code Mode (Codex exec cells)
 CODE_MODE_COLUMNS = ("exec_cells", "exec_tool_calls", "exec_multi_call_cells", "exec_promise_all_cells")
 
 
