@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from paths import FIXTURES as TEST_FIXTURES
 
 from kit import parse, transcripts
-from kit.transcripts import cli
+from kit.transcripts import _base, cli
 
 FIXTURES = TEST_FIXTURES / "transcripts"
 TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
@@ -585,3 +585,14 @@ def test_requests_without_a_response_are_stated_not_guessed(tmp_path):
     both = transcripts.read([path, other])
     assert [c["agree"] for c in both.attrs["crosscheck"]] == [True]
     assert transcripts.read(_api_session(tmp_path, "old", [None], [])).attrs["crosscheck"] == []  # older CLIs
+
+
+def test_utf8_check_by_blocks_joins_a_character_cut_at_a_block_end():
+    """``_utf8`` checks a chunk a block at a time: a character split between two blocks is valid, a bad byte
+    in any block or a character cut at the data's end is not."""
+    cut = _base.UTF8_BLOCK - 1
+    blob = b"a" * cut + "→".encode() + b"b" * _base.UTF8_BLOCK  # 3 bytes: 1 in the first block, 2 in the next
+    assert _base._utf8(blob, memoryview(blob))
+    bad = blob + b"\xff"
+    assert not _base._utf8(bad, memoryview(bad))
+    assert not _base._utf8(blob + b"\xe2\x86", memoryview(blob + b"\xe2\x86"))

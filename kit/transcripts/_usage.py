@@ -54,6 +54,8 @@ def anthropic(usage: object) -> dict:
     A null cache count means the request used no cache (the API's own convention), so it adds 0;
     the 1-hour share of the writes is known only where ``cache_creation`` breaks them down.
     """
+    if type(usage) is dict and (found := _anthropic_plain(usage)) is not None:
+        return found
     if not isinstance(usage, Mapping):
         return unknown()
     inp, out = _count(usage, "input_tokens"), _count(usage, "output_tokens")
@@ -73,6 +75,32 @@ def anthropic(usage: object) -> dict:
         cache_write_1h_tokens=write_1h,
         reasoning_tokens=_count(as_dict(usage.get("output_tokens_details")), "thinking_tokens"),
     )
+
+
+def _anthropic_plain(usage: dict) -> dict | None:
+    """``anthropic`` of the usage Claude Code writes on nearly every line (four counts, a ``cache_creation``
+    breakdown, no ``output_tokens_details``), without the general checks; None for any other shape, which
+    the general code reads (it runs once per response of a history, so it counts at 260 MB)."""
+    inp, out = usage.get("input_tokens"), usage.get("output_tokens")
+    write, read = usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens")
+    breakdown = usage.get("cache_creation")
+    write_1h = breakdown.get("ephemeral_1h_input_tokens") if type(breakdown) is dict else None
+    if not (type(inp) is type(out) is type(write) is type(read) is int and min(inp, out, write, read) >= 0):
+        return None
+    if (write_1h is not None and (type(write_1h) is not int or write_1h < 0)) or "output_tokens_details" in usage:
+        return None
+    side = inp + write + read
+    if side == 0:  # unknown: the general code says so
+        return None
+    return {
+        "input_tokens": side,
+        "output_tokens": out,
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
+        "cache_write_1h_tokens": write_1h,
+        "reasoning_tokens": None,
+        "usage_known": True,
+    }
 
 
 def openai_responses(usage: object) -> dict:

@@ -117,7 +117,6 @@ class _Line(msgspec.Struct, rename=RENAME, gc=False):
 
 
 DECODER = msgspec.json.Decoder(_Line)
-LINES = msgspec.json.Decoder(list[_Line])  # a file's lines as one array (``records``)
 BLOCKS_DECODER = msgspec.json.Decoder(list[_Block] | str | None)
 TOOL_RESULT = re.compile(rb'"tool_result"')
 TEXT, BLOCKS = re.compile(rb'\s*"'), re.compile(rb"\s*\[")
@@ -299,7 +298,7 @@ def scan(state: _State) -> _State:
     path, issues, tools, responses = state.path, state.issues, state.tools, state.responses
     events, sent, answered = state.events, state.sent, state.answered
     version, turn, prompted = state.version, state.turn, state.prompted
-    for number, line in records(path, issues, DECODER, LINES, state.at):
+    for number, line in records(path, issues, DECODER, state.at):
         kind, message = text(line.type), line.message
         version = line.version or version
         if kind == "assistant":

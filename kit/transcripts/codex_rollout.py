@@ -108,7 +108,6 @@ class _Item(msgspec.Struct, gc=False):
 
 
 DECODER = msgspec.json.Decoder(_Line)
-LINES = msgspec.json.Decoder(list[_Line])  # a file's lines as one array (``records``)
 PARTS = msgspec.json.Decoder(list[_Part])
 NULL = msgspec.Raw(b"null")
 ITEM = msgspec.json.Decoder(_Item)
@@ -133,7 +132,7 @@ def scan(state: _File) -> _File:
     state (pickled) with the file's rows, so that a grown rollout has only its new lines read: a later
     line can still pair with an earlier response's usage, re-emit its event or answer its call."""
     line = state.line
-    for number, record in records(state.path, state.issues, DECODER, LINES, state.at):
+    for number, record in records(state.path, state.issues, DECODER, state.at):
         line(number, record)
     return state
 
