@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import textwrap
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -467,69 +468,83 @@ def arm_distributions(trials: pd.DataFrame, design: dict) -> Figure:
     """
     _require(trials, ["arm", "total_tokens", "uncached_input_tokens"], "trials")
     ok = _ok_trials(trials)
-    failed = len(trials) - len(ok)
     order_col = "order_index" if "order_index" in ok.columns else "run"
-    arms = sorted(ok["arm"].astype(str).unique())
-    colors = arm_colors(_figure_arms(design, trials["arm"]))
     batches = sorted(ok["batch"].astype(str).unique()) if "batch" in ok.columns else []
-    markers = {b: _BATCH_MARKERS[i % len(_BATCH_MARKERS)] for i, b in enumerate(batches)}
+    orders = pd.to_numeric(ok[order_col], errors="coerce").astype(float)
+    panel = _DistributionPanel(
+        arms=sorted(ok["arm"].astype(str).unique()),
+        colors=arm_colors(_figure_arms(design, trials["arm"])),
+        markers={b: _BATCH_MARKERS[i % len(_BATCH_MARKERS)] for i, b in enumerate(batches)},
+        order_col=order_col,
+        max_order=max(float(orders.max()), 1.0) if orders.notna().any() else 1.0,
+    )
     fig = Figure(figsize=(10, 5.2))
     axes = fig.subplots(1, 2)
-    orders = pd.to_numeric(ok[order_col], errors="coerce").astype(float)
-    max_order = max(float(orders.max()), 1.0) if orders.notna().any() else 1.0
     unknown = 0
     for ax, metric, title in zip(
         axes, ("total_tokens", "uncached_input_tokens"), ("total tokens", "uncached tokens"), strict=True
     ):
         data = ok.assign(arm=ok["arm"].astype(str), value=pd.to_numeric(ok[metric], errors="coerce").astype(float))
         unknown = max(unknown, int(data["value"].isna().sum()))
-        data = data[data["value"].notna()]
+        panel.draw(ax, data[data["value"].notna()], title)
+    if len(batches) > 1:
+        handles = [Line2D([], [], ls="", marker=panel.markers[b], color="grey", label=b) for b in batches]
+        axes[1].legend(handles=handles, title="batch", fontsize=7, title_fontsize=7)
+    notes = [f"points left→right and their numbers: position in the batch schedule ({order_col})"]
+    if len(trials) > len(ok):
+        notes.append(f"{len(trials) - len(ok)} failed trial(s) not drawn")
+    if unknown:
+        notes.append(f"{unknown} trial(s) with unknown usage not drawn (missing is not zero)")
+    title = "Tokens per trial by arm (uncached depends on cache warmth)"
+    return _finish(fig, title, design, n=_data_n(ok), data_batches=batches, notes=notes)
+
+
+@dataclass(frozen=True)
+class _DistributionPanel:
+    """How one panel of :func:`arm_distributions` draws: arm positions and colours, batch markers, and the
+    schedule position that places each point inside its arm."""
+
+    arms: list[str]
+    colors: dict
+    markers: dict[str, str]
+    order_col: str
+    max_order: float
+
+    def draw(self, ax: Axes, data: pd.DataFrame, title: str) -> None:
+        """A box per arm and each trial as a point numbered by its schedule position."""
         if data.empty:
             _empty(ax, f"no known {title}")
-            continue
-        present = [a for a in arms if (data["arm"] == a).any()]
+            return
+        present = [a for a in self.arms if (data["arm"] == a).any()]
         boxes = ax.boxplot(
             [data.loc[data["arm"] == a, "value"].to_numpy() for a in present],
-            positions=[arms.index(a) for a in present],
+            positions=[self.arms.index(a) for a in present],
             widths=0.6,
             showfliers=False,
             patch_artist=True,
             medianprops={"color": "#333333"},
         )
         for patch, arm in zip(boxes["boxes"], present, strict=True):
-            patch.set_facecolor(colors[arm])
+            patch.set_facecolor(self.colors[arm])
             patch.set_alpha(0.35)
         for _, row in data.iterrows():
-            position = arms.index(row["arm"])
-            order = float(row[order_col]) if pd.notna(row[order_col]) else np.nan
-            x = position + (0.0 if np.isnan(order) else 0.5 * order / max_order - 0.25)
-            marker = markers.get(str(row.get("batch")), "o")
-            ax.scatter([x], [row["value"]], color=colors[row["arm"]], edgecolor="black", lw=0.6, marker=marker, s=36)
-            ax.annotate(
-                "?" if np.isnan(order) else str(int(order)),
-                (x, row["value"]),
-                xytext=(4, 2),
-                textcoords="offset points",
-                fontsize=7,
-            )
-        ax.set_xticks(range(len(arms)), arms)
-        ax.set_xlim(-0.6, len(arms) - 0.4)
+            self._point(ax, row)
+        ax.set_xticks(range(len(self.arms)), self.arms)
+        ax.set_xlim(-0.6, len(self.arms) - 0.4)
         ax.set_title(f"{title} per trial", fontsize=10)
         ax.set_xlabel("arm")
         ax.set_ylabel(f"{title} per trial")
         ax.set_ylim(bottom=0)  # token counts from zero: a truncated axis turns 1.08× into "several-fold"
         _thousands(ax)
         ax.grid(axis="y", alpha=0.3)
-    if len(batches) > 1:
-        handles = [Line2D([], [], ls="", marker=markers[b], color="grey", label=b) for b in batches]
-        axes[1].legend(handles=handles, title="batch", fontsize=7, title_fontsize=7)
-    notes = [f"points left→right and their numbers: position in the batch schedule ({order_col})"]
-    if failed:
-        notes.append(f"{failed} failed trial(s) not drawn")
-    if unknown:
-        notes.append(f"{unknown} trial(s) with unknown usage not drawn (missing is not zero)")
-    title = "Tokens per trial by arm (uncached depends on cache warmth)"
-    return _finish(fig, title, design, n=_data_n(ok), data_batches=batches, notes=notes)
+
+    def _point(self, ax: Axes, row: pd.Series) -> None:
+        order = float(row[self.order_col]) if pd.notna(row[self.order_col]) else np.nan
+        x = self.arms.index(row["arm"]) + (0.0 if np.isnan(order) else 0.5 * order / self.max_order - 0.25)
+        marker = self.markers.get(str(row.get("batch")), "o")
+        ax.scatter([x], [row["value"]], color=self.colors[row["arm"]], edgecolor="black", lw=0.6, marker=marker, s=36)
+        label = "?" if np.isnan(order) else str(int(order))
+        ax.annotate(label, (x, row["value"]), xytext=(4, 2), textcoords="offset points", fontsize=7)
 
 
 def cycle_growth(requests: pd.DataFrame, design: dict) -> Figure:
