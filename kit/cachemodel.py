@@ -110,13 +110,7 @@ def warmth_sweep(
     """
     _require(requests, ("arm", "trial_id"), "warmth_sweep")
     a, b = arms
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"warmth_sweep: confidence must be within (0, 1), got {confidence!r}")
-    if n_boot < 1:
-        raise ValueError(f"warmth_sweep: n_boot must be positive, got {n_boot!r}")
-    grid = np.linspace(0.0, 1.0, levels) if isinstance(levels, int) else np.asarray(levels, dtype=float)
-    if grid.size == 0 or np.any((grid < 0) | (grid > 1)) or np.any(np.isnan(grid)):
-        raise ValueError(f"warmth_sweep: levels must be survival values within [0, 1], got {levels!r}")
+    grid = _sweep_grid(levels, confidence, n_boot)
     batch = _Batch.of(requests, domain_by)
     codes, trials = pd.factorize(requests["trial_id"].astype(str), sort=True)
     trial_arm = _trial_arms(requests, codes, len(trials))
@@ -130,14 +124,8 @@ def warmth_sweep(
     for k, level in enumerate(grid):
         reads = batch.run(profile, float(level), seed)[0]
         uncached[k] = input_per_trial - np.bincount(codes, weights=reads, minlength=len(trials))
-    rng = np.random.default_rng(seed)
-    resamples = {arm: rng.integers(0, members[arm].size, size=(n_boot, members[arm].size)) for arm in (a, b)}
     mean = {arm: uncached[:, members[arm]].mean(axis=1) for arm in (a, b)}
-    boot = {arm: uncached[:, members[arm]][:, resamples[arm]].mean(axis=2) for arm in (a, b)}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio_boot = boot[a] / boot[b]
-    tail = (1.0 - confidence) / 2.0 * 100.0
-    lower, upper = np.nanpercentile(ratio_boot, [tail, 100.0 - tail], axis=1)
+    lower, upper = _band(uncached[:, members[a]], uncached[:, members[b]], seed, n_boot, confidence)
     total = {arm: input_per_trial[members[arm]] for arm in (a, b)}
     return pd.DataFrame(
         {
@@ -156,6 +144,31 @@ def warmth_sweep(
             "total_ratio": total[a].mean() / total[b].mean(),
         }
     )
+
+
+def _band(a: np.ndarray, b: np.ndarray, seed: int, n_boot: int, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap band of mean(a) / mean(b) at every level (rows), trials resampled within each arm;
+    the same resamples at every level, so the band moves with the curve, not with the draws."""
+    rng = np.random.default_rng(seed)
+    resamples = [rng.integers(0, arm.shape[1], size=(n_boot, arm.shape[1])) for arm in (a, b)]
+    boot_a, boot_b = (arm[:, picks].mean(axis=2) for arm, picks in zip((a, b), resamples, strict=True))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio_boot = boot_a / boot_b
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    lower, upper = np.nanpercentile(ratio_boot, [tail, 100.0 - tail], axis=1)
+    return lower, upper
+
+
+def _sweep_grid(levels: int | Sequence[float], confidence: float, n_boot: int) -> np.ndarray:
+    """The survival levels of a sweep, its settings checked first (a located message for each)."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"warmth_sweep: confidence must be within (0, 1), got {confidence!r}")
+    if n_boot < 1:
+        raise ValueError(f"warmth_sweep: n_boot must be positive, got {n_boot!r}")
+    grid = np.linspace(0.0, 1.0, levels) if isinstance(levels, int) else np.asarray(levels, dtype=float)
+    if grid.size == 0 or np.any((grid < 0) | (grid > 1)) or np.any(np.isnan(grid)):
+        raise ValueError(f"warmth_sweep: levels must be survival values within [0, 1], got {levels!r}")
+    return grid
 
 
 # --- shared plumbing ----------------------------------------------------------------------------------------
