@@ -178,11 +178,7 @@ def analyze_batches(
     )
     result = {
         "design": design,
-        "occupancy": occupancy.summary(per_trial_occupancy),
-        "occupancy_trials": per_trial_occupancy,
-        "occupancy_comparison": occupancy_block.comparisons(
-            per_trial_occupancy, baseline, confidence=confidence, n_resamples=n_resamples, seed=seed
-        ),
+        **_occupancy_tables(per_trial_occupancy, baseline, confidence, n_resamples, seed),
         "trials": trials,
         "ratios": ratios,
         "arms": metrics.arm_summary(trials, metrics_used, confidence=confidence, seed=seed, n_resamples=n_resamples),
@@ -202,13 +198,32 @@ def analyze_batches(
         for r in invariance.to_dict("records")
         if r["n_batches"] >= 2
     ]
-    folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
-    tables = ("trials", "ratios", "arms", "headline", "warmth", "observed", "occupancy", "occupancy_trials")
-    tables += ("occupancy_comparison",)
-    for name in (*tables, "warmth_invariance", "savings"):
-        write_table(folder / f"{name}.csv", result[name])
-    write_json(folder / "design.json", {**design, "warnings": result["warnings"], "baseline": baseline})
+    _write(result, Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis, baseline)
     return result
+
+
+def _occupancy_tables(
+    per_trial: pd.DataFrame, baseline: str, confidence: float, n_resamples: int, seed: int
+) -> dict[str, pd.DataFrame]:
+    """Occupancy per arm, per trial, and each arm's tool residual against the baseline's file access."""
+    return {
+        "occupancy": occupancy.summary(per_trial),
+        "occupancy_trials": per_trial,
+        "occupancy_comparison": occupancy_block.comparisons(
+            per_trial, baseline, confidence=confidence, n_resamples=n_resamples, seed=seed
+        ),
+    }
+
+
+_TABLES = ("trials", "ratios", "arms", "headline", "warmth", "observed", "occupancy", "occupancy_trials")
+_TABLES += ("occupancy_comparison", "warmth_invariance", "savings")
+
+
+def _write(result: dict[str, Any], folder: Path, baseline: str) -> None:
+    """``analysis/<table>.csv`` for every table, and ``design.json`` with the warnings and the baseline."""
+    for name in _TABLES:
+        write_table(folder / f"{name}.csv", result[name])
+    write_json(folder / "design.json", {**result["design"], "warnings": result["warnings"], "baseline": baseline})
 
 
 def savings(
