@@ -727,6 +727,33 @@ def _rests_on(va: np.ndarray, vb: np.ndarray, a: str, b: str, sel: _Selection, *
     return arm
 
 
+def _checked(trials: pd.DataFrame, metric: str, a: str, b: str, method: str, confidence: float) -> pd.DataFrame:
+    """The finished trials, once the columns, the method, the confidence, both arms and (for a ratio) the
+    values are known good; each problem is a named error."""
+    require_columns(trials, ["batch", "arm", "run", metric], "ratio()")
+    if method not in METHODS:
+        raise ParamError("method", f"got {method!r}", list(METHODS))
+    check_options(confidence)
+    for name in (a, b):
+        if not (trials["arm"] == name).any():
+            raise ValueError(
+                f"ratio(): no trials of arm {name!r}; arms present: {sorted(trials['arm'].dropna().unique())}"
+            )
+    ok = _ok(trials)
+    if metric not in DIFFERENCE_METRICS:
+        check_values(ok.loc[ok["arm"].isin([a, b]), metric], metric)
+    return ok
+
+
+def _point(va: np.ndarray, vb: np.ndarray, difference: bool) -> float:
+    """mean(a) / mean(b), or mean(a) - mean(b) for a grade; NaN with no runs or a zero baseline (inf would
+    read as a number)."""
+    if not (len(va) and len(vb)):
+        return float("nan")
+    estimate = float((_difference_stat if difference else _ratio_stat)(va, vb))
+    return estimate if np.isfinite(estimate) else float("nan")
+
+
 def ratio(
     trials: pd.DataFrame,
     metric: str,
@@ -751,27 +778,14 @@ def ratio(
     outside what any resample of the data can produce (:func:`data_range`). Returns one
     ``analysis/ratios.csv`` row as a dict.
     """
-    require_columns(trials, ["batch", "arm", "run", metric], "ratio()")
-    if method not in METHODS:
-        raise ParamError("method", f"got {method!r}", list(METHODS))
-    check_options(confidence)
-    for name in (a, b):
-        if not (trials["arm"] == name).any():
-            raise ValueError(
-                f"ratio(): no trials of arm {name!r}; arms present: {sorted(trials['arm'].dropna().unique())}"
-            )
-    ok = _ok(trials)
+    ok = _checked(trials, metric, a, b, method, confidence)
     difference = metric in DIFFERENCE_METRICS
-    if not difference:
-        check_values(ok.loc[ok["arm"].isin([a, b]), metric], metric)
     sel = _select_batches(ok, metric, a, b, allow_stitch=allow_stitch)
     use_paired = _pairing(sel, paired=paired, matched=matched)
     va, vb = _paired_arrays(sel.fa, sel.fb, metric) if use_paired else (
         sel.fa[metric].to_numpy(dtype=float), sel.fb[metric].to_numpy(dtype=float)
     )  # fmt: skip
-    estimate = float((_difference_stat if difference else _ratio_stat)(va, vb)) if len(va) and len(vb) else np.nan
-    if not np.isfinite(estimate):
-        estimate = float("nan")  # a zero baseline has no ratio; inf would read as a number
+    estimate = _point(va, vb, difference)
     opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
     lower, upper, how, span, beyond = _comparison_interval(
         sel, va, vb, metric, method=method, paired=use_paired, difference=difference, **opts
