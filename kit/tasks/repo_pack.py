@@ -10,7 +10,6 @@ the packs to what differs: their fixtures, policies and arms.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,7 +25,11 @@ class RepoFixture:
     with ``userrepo.optional`` when it is built.
     """
 
-    generator: ClassVar[Callable[[int, str], Any]]
+    @staticmethod
+    def generator(seed: int, preset: str) -> Any:
+        """The pack's fixture for (seed, preset); each pack sets its own generator."""
+        raise NotImplementedError
+
     seed: int
     preset: str
     _repo: userrepo.UserRepo | None
@@ -60,8 +63,17 @@ class QuestionChain(RepoFixture):
 
     QUESTIONS: ClassVar[tuple[str, ...]]
     PRESETS: ClassVar[dict[str, int]]
-    grade_turn: ClassVar[Callable[[int, str, Any], Grade]]
-    grade_chain: ClassVar[Callable[[list[str], Any], Grade]]
+
+    @staticmethod
+    def grade_turn(turn: int, text: str, truth: Any) -> Grade:
+        """One turn's answer against the truth; each pack sets its own grader."""
+        raise NotImplementedError
+
+    @staticmethod
+    def grade_chain(answers: list[str], truth: Any) -> Grade:
+        """Every turn's answer against the truth; each pack sets its own grader."""
+        raise NotImplementedError
+
     repo: str | None
     globs: list[str]
     questions: str | None
