@@ -97,6 +97,33 @@ def test_compare_by_project_lists_confounds(result: history.Result) -> None:
         history.compare(result.history, {"by": "weekday", "a": 1, "b": 2})
 
 
+def test_a_grown_history_reads_as_a_cold_one(tmp_path: Path) -> None:
+    """Sessions still running: each Claude session and Codex rollout first half-written, read through the
+    cache, then finished: the second load reads each from the state its first read kept, and equals a load
+    without the cache, table for table."""
+    claude = tmp_path / "claude" / "projects" / "-fixture"
+    codex = tmp_path / "codex" / "sessions" / "2026" / "06" / "01"
+    whole = {}
+    for path in FIXTURES.glob("*.jsonl"):
+        if path.name.startswith(("claude-session_", "codex-rollout_")):
+            folder = claude if path.name.startswith("claude") else codex
+            target = folder / (path.name if folder is claude else f"rollout-2026-06-01T08-00-00-{path.stem}.jsonl")
+            lines = path.read_bytes().splitlines(keepends=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(b"".join(lines[: len(lines) // 2]))
+            whole[target] = b"".join(lines[len(lines) // 2 :])
+    roots, store = [claude.parent, codex.parents[2]], tmp_path / "cache"
+    history.load(roots, cache=store)
+    for target, rest in whole.items():
+        with open(target, "ab") as handle:
+            handle.write(rest)
+    got, want = history.load(roots, cache=store), history.load(roots)
+    assert all(cache.store(store).pieces[str(t)].state is not None for t in whole)
+    for part in ("requests", "tool_results", "events"):
+        pd.testing.assert_frame_equal(getattr(got, part), getattr(want, part))
+    assert (got.files, got.issues, got.repeats) == (want.files, want.issues, want.repeats)
+
+
 @pytest.mark.skipif(not os.access(CCUSAGE, os.X_OK), reason="ccusage not installed (make bench-peers)")
 def test_totals_equal_ccusage(tmp_path: Path) -> None:
     project = tmp_path / "claude" / "projects" / "-fixture"
