@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -235,3 +237,28 @@ def test_same_size_rewrite_and_partial_last_line(tmp_path: Path) -> None:
     assert cache.store(store).pieces[str(partial)].state is not None  # whole lines now: resumable next time
     cache._STORES.clear()
     same(transcripts.tables(folder, cache=store), cold(folder))
+
+
+def test_a_state_resumed_in_another_process_counts_a_repeated_block_once(tmp_path: Path) -> None:
+    """A response cut by the first read whose thinking block comes again after it: the state keeps the
+    block's key, and the read that resumes it in another process (another ``hash`` seed) knows it."""
+    raw = (FIXTURES / SESSION).read_bytes().splitlines(keepends=True)
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    path = folder / "t.jsonl"
+    path.write_bytes(b"".join(raw[:29]))  # up to a tool_use line of the response whose thinking is line 28
+    script = "import sys; from kit import transcripts as t; print(t.read(*sys.argv[1:]).output_chars.tolist())"
+
+    def read_in(seed: str) -> str:
+        env = os.environ | {"PYTHONHASHSEED": seed}
+        argv = [sys.executable, "-c", script, str(folder), "auto", "False", str(store)]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    read_in("1")
+    with open(path, "ab") as handle:
+        handle.write(b"".join([raw[27], *raw[29:]]))  # the thinking line again, then the rest
+    want = transcripts.read(path).output_chars.tolist()
+    assert want == transcripts.read(FIXTURES / SESSION).output_chars.tolist()
+    assert read_in("2") == str(want)

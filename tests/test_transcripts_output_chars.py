@@ -78,7 +78,7 @@ def test_claude_by_hand():
 def test_claude_block_repeated_on_a_later_line_counts_once(tmp_path):
     """Streaming snapshots can repeat a block on a later line of the same response: counted once."""
     raw = TOOL_HEAVY.read_bytes().splitlines(keepends=True)
-    repeated = [*raw[:30], raw[28], *raw[30:]]  # the thinking line again, after the last tool_use line
+    repeated = [*raw[:30], raw[28], *raw[30:]]  # a tool_use line again, after the response's last line
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"".join(repeated))
     assert transcripts.read(path).output_chars.tolist() == transcripts.read(TOOL_HEAVY).output_chars.tolist()

@@ -209,8 +209,8 @@ def _lines(handle: BinaryIO, path: Path, issues: Issues, at: Position) -> Iterat
     the cost of this on 260 MB), so lines are views into chunks of up to 4 MB, and the first chunks are
     small for format detection, which reads a few lines only. A line split across chunks is joined; one
     longer than ``MAX_LINE`` is reported and read past without being held, so memory stays bounded
-    (a 1 GB line would otherwise take several GB). The whole lines of a chunk are checked as UTF-8 in
-    one call (most chunks are ASCII, checked at memory speed); a line it cannot vouch for is checked alone.
+    (a 1 GB line would otherwise take several GB). The whole lines of a chunk are checked as UTF-8
+    together (``_utf8``); a line that check cannot vouch for is checked alone.
     """
     number, pending, held, size, skipping = at.line, [], 0, FIRST_CHUNK, False
     while chunk := handle.read(size):
@@ -241,7 +241,7 @@ def _lines(handle: BinaryIO, path: Path, issues: Issues, at: Position) -> Iterat
             start = end + 1
         if start < len(chunk):
             pending, held = [chunk[start:]], len(chunk) - start
-    at.line = number + (skipping or bool(pending))
+    at.line = number + 1 if skipping or pending else number  # a partial last line counts
     if skipping:
         issues.add(path, number + 1, f"truncated last line longer than {MAX_LINE >> 20} MB; skipped")
     elif pending:
@@ -264,11 +264,6 @@ def _utf8(chunk: bytes, lines: memoryview) -> bool:
                 at += len(block)
             else:  # a character cut at the block's end is decoded with the next block; at the data's end, an error
                 at += codecs.utf_8_decode(block, "strict", at + len(block) >= end)[1]
-    except UnicodeDecodeError:
-        return False
-    return True
-    try:
-        codecs.utf_8_decode(lines, "strict", True)
     except UnicodeDecodeError:
         return False
     return True

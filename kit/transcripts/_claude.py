@@ -14,6 +14,7 @@ block shows no text), and each tool call's input as compact JSON text (docs/meth
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -46,13 +47,22 @@ def utf8_chars(data: bytes) -> int:
     return len(data) if data.isascii() else len(data.decode("utf-8", "replace"))
 
 
+def text_key(kind: str, text: str) -> tuple[str, int, int]:
+    """What names a text or thinking block among its response's blocks: its length and a CRC-32 of its text.
+
+    Not ``hash(text)``: that differs between processes, and a reader's state, keys included, is kept by
+    the parse cache and resumed in another process (``kit.transcripts.cache``).
+    """
+    return kind, len(text), zlib.crc32(text.encode("utf-8", "surrogatepass"))
+
+
 def piece(kind: object, ident: object, text: object, thinking: object, input_chars: int) -> tuple[object, int] | None:
     """The (key, characters) of one content block, or None for a block that is not the model's own output
-    (tool results of server tools, images, redacted thinking). Text is keyed by its length and hash."""
+    (tool results of server tools, images, redacted thinking). Text is keyed by ``text_key``."""
     if kind == "text" and isinstance(text, str):
-        return ("text", len(text), hash(text)), len(text)
+        return text_key("text", text), len(text)
     if kind == "thinking" and isinstance(thinking, str):
-        return ("thinking", len(thinking), hash(thinking)), len(thinking)
+        return text_key("thinking", thinking), len(thinking)
     if kind in TOOL_BLOCKS:
         return (kind, ident if isinstance(ident, str) else input_chars), input_chars
     return None
@@ -61,7 +71,7 @@ def piece(kind: object, ident: object, text: object, thinking: object, input_cha
 def content_of(blocks: object) -> Content:
     """``Content`` of decoded blocks (plain dicts: stream-json, or a session line of unexpected shape)."""
     if isinstance(blocks, str):
-        return Content([], [("text", len(blocks), hash(blocks)), len(blocks)])
+        return Content([], [(text_key("text", blocks), len(blocks))])
     if not isinstance(blocks, list):
         return Content([], None)
     calls, pieces, known = [], [], True

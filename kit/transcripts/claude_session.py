@@ -32,6 +32,7 @@ from kit.transcripts._claude import (
     is_synthetic,
     keep_rank,
     piece,
+    text_key,
     utf8_chars,
 )
 
@@ -235,7 +236,7 @@ def _content(raw: msgspec.Raw) -> Content:
     for block in blocks:  # ``piece`` inlined for text: this runs for every assistant line
         kind = block.type
         if kind == "text" and type(value := block.text) is str:
-            pieces.append((("text", len(value), hash(value)), len(value)))
+            pieces.append((text_key("text", value), len(value)))
         elif kind in TOOL_BLOCKS:
             if kind == "tool_use":
                 calls.append((block.id, block.name))
