@@ -24,6 +24,7 @@ import operator
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import SupportsIndex
 
 import numpy as np
 import pandas as pd
@@ -268,7 +269,7 @@ def _segments(value: object, requests: pd.DataFrame, row: int) -> list[Segment]:
     if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
         raise ValueError(f"{_where(requests, row)}: segments must be a list of [digest, tokens, breakpoint]")
     out = []
-    for k, item in enumerate(value):  # type: ignore[arg-type]
+    for k, item in enumerate(value):
         if isinstance(item, Segment):
             out.append(item)
             continue
@@ -281,10 +282,7 @@ def _segments(value: object, requests: pd.DataFrame, row: int) -> list[Segment]:
         digest, tokens, breakpoint = fields
         if isinstance(breakpoint, float) and math.isnan(breakpoint):
             breakpoint = None
-        try:
-            count = operator.index(tokens)
-        except TypeError:
-            count = -1
+        count = operator.index(tokens) if isinstance(tokens, SupportsIndex) else -1
         if not isinstance(digest, str) or not digest or count < 0 or not isinstance(breakpoint, (str, type(None))):
             raise ValueError(
                 f"{_where(requests, row)}: segment {k}: expected [digest (str), tokens (int >= 0), "

@@ -9,6 +9,7 @@ half-written table or manifest behind.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import os
 import secrets
@@ -62,7 +63,7 @@ class BatchDir:
         return orjson.loads(self.manifest.read_bytes())
 
 
-def atomic_write(path: Path, writer: Callable[[Path], None]) -> Path:
+def atomic_write(path: Path, writer: Callable[[Path], object]) -> Path:
     """Call ``writer(tmp)`` then rename ``tmp`` onto ``path`` (same folder, so rename is atomic).
 
     The temporary file is created as a plain ``open`` would (mode 0666 less the umask, so 0644 as a rule):
@@ -102,7 +103,7 @@ def sha256_tree(root: Path) -> dict[str, str]:
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         h = hashlib.sha256()
         with path.open("rb") as fh:
-            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+            for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
                 h.update(chunk)
         out[str(path.relative_to(root))] = h.hexdigest()
     return out

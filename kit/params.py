@@ -204,7 +204,7 @@ def _wrong_type(p: Param, v: Any) -> str:
 
 def validate(values: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
     """Check every parameter of ``spec`` in ``values``; return them as a dict."""
-    out = {}
+    out: dict[str, Any] = {}
     for p in spec:
         if p.name not in values and not p.optional:
             raise ParamError(p.name, "missing", p.accepted)

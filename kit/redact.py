@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 # Names of credentials (OPENAI_API_KEY, GITHUB_TOKEN, x-api-key, authorization …), not of token counts
@@ -21,10 +22,10 @@ KEY_SHAPE = re.compile(r"\b(sk-(?:proj-|ant-(?:api\d\d-)?)?[A-Za-z0-9_\-]{16,})"
 MASK = "[REDACTED]"
 
 
-def secret_values(env: dict[str, str] | None = None) -> list[str]:
+def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """Values of credential-named variables (longest first, so overlaps redact fully)."""
-    env = os.environ if env is None else env
-    values = {v for k, v in env.items() if SECRET_NAME.search(k) and v and len(v) >= 6}
+    source = os.environ if env is None else env
+    values = {v for k, v in source.items() if SECRET_NAME.search(k) and v and len(v) >= 6}
     return sorted(values, key=len, reverse=True)
 
 

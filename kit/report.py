@@ -287,7 +287,9 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: dict) -
                     f"{_num(row.get('n_baseline')):.0f} ({row['baseline']}), fewer than 5 in an arm; "
                     "treat its ratios as effect-size estimates (docs/method.md#intervals)."
                 )
-            rests = rows[rows.get("interval_rests_on", pd.Series("", index=rows.index)).astype("string").fillna("") != ""]
+            rests = rows[
+                rows.get("interval_rests_on", pd.Series("", index=rows.index)).astype("string").fillna("") != ""
+            ]
             if len(rests):
                 row = rests.iloc[0]
                 out.append(

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any, TypedDict
 
 MAX_CHARS = 200_000
 EXPLORE_LIMIT = 4  # definitions shown by default
@@ -25,7 +27,16 @@ EXPLORE_BLOCK_LINES = 40  # longest excerpt of one definition
 EXPLORE_REFERENCES = 20
 EXPLORE_MAX_FILE_BYTES = 1_000_000
 
-SPECS = [
+
+class ToolSpec(TypedDict):
+    """One tool as the kit offers it; each API's tool definition is built from these three fields."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON Schema of the arguments
+
+
+SPECS: list[ToolSpec] = [
     {
         "name": "list_files",
         "description": "List files under a directory of the repository (recursive, relative paths).",
@@ -59,7 +70,7 @@ SPECS = [
 ]
 
 
-EXTRA_SPECS = {
+EXTRA_SPECS: dict[str, ToolSpec] = {
     "explore": {
         "name": "explore",
         "description": (
@@ -102,7 +113,11 @@ class FileTools:
         self.extra = tuple(extra)
 
     def call(self, name: str, args: dict) -> str:
-        handlers = {"list_files": self.list_files, "read_file": self.read_file, "grep": self.grep}
+        handlers: dict[str, Callable[..., str]] = {
+            "list_files": self.list_files,
+            "read_file": self.read_file,
+            "grep": self.grep,
+        }
         if "explore" in self.extra:
             handlers["explore"] = self.explore
         handler = handlers.get(name)

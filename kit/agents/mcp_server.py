@@ -100,7 +100,8 @@ def handle(message: dict[str, Any], tools: dict[str, Tool]) -> dict[str, Any] | 
         listed = [{"name": t.name, "description": t.description, "inputSchema": t.schema} for t in tools.values()]
         result = {"tools": listed}
     elif method == "tools/call":
-        tool = tools.get(params.get("name"))
+        name = params.get("name")
+        tool = tools.get(name) if isinstance(name, str) else None
         if tool is None:
             known = f"unknown tool {params.get('name')!r}; this server has {sorted(tools)}"
             return _error(message["id"], -32602, known)

@@ -22,14 +22,16 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 import openai
+from anthropic.types import MessageParam, TextBlockParam, ToolParam
+from openai.types.responses import FunctionToolParam, ResponseInputParam
 
 from kit.agents import sessions
 from kit.agents.base import JsonlWriter, TrialOutcome, TrialSpec
-from kit.agents.filetools import EXTRA_SPECS, SPECS, FileTools, ToolError
+from kit.agents.filetools import EXTRA_SPECS, SPECS, FileTools, ToolError, ToolSpec
 
 CACHE_BUST_RESULT = json.dumps({"success": True})
 
@@ -50,7 +52,7 @@ def _context_text(spec: TrialSpec) -> str | None:
     return None
 
 
-def _tool_specs(spec: TrialSpec) -> list[dict]:
+def _tool_specs(spec: TrialSpec) -> list[ToolSpec]:
     """The file tools every trial gets, then the extra tools the arm lists (``Arm.tools``)."""
     unknown = sorted(set(spec.arm.tools) - set(EXTRA_SPECS))
     if unknown:
@@ -64,10 +66,9 @@ class _OpenAIResponses:
     def __init__(self, spec: TrialSpec, base_url: str) -> None:
         self.spec = spec
         self.client = openai.OpenAI(base_url=f"{base_url}/v1", api_key=spec.api_key, max_retries=0)
-        tools = [{"type": "function", "strict": False, **s} for s in _tool_specs(spec)]
+        tools = [_function_tool(s) for s in _tool_specs(spec)]
         if spec.cache_bust_tool:
-            bust = {"name": spec.cache_bust_tool, "description": "Never call this tool.", "parameters": _EMPTY}
-            tools.insert(0, {"type": "function", "strict": False, **bust})
+            tools.insert(0, _function_tool(_cache_bust_spec(spec.cache_bust_tool)))
         self.tools = tools
         self.start_session()
 
@@ -94,7 +95,9 @@ class _OpenAIResponses:
         return self.client.responses.create(
             model=self.spec.model,
             instructions=_system_text(self.spec),
-            input=self.items,
+            # The conversation is kept as JSON (output items as the API returned them, replayed as input
+            # items); the SDK's TypedDicts describe the same shapes.
+            input=cast(ResponseInputParam, self.items),
             tools=self.tools,
             store=False,
             parallel_tool_calls=True,
@@ -126,14 +129,9 @@ class _AnthropicMessages:
     def __init__(self, spec: TrialSpec, base_url: str) -> None:
         self.spec = spec
         self.client = anthropic.Anthropic(base_url=base_url, api_key=spec.api_key, max_retries=0)
-        tools = [
-            {"name": s["name"], "description": s["description"], "input_schema": s["parameters"]}
-            for s in _tool_specs(spec)
-        ]
+        tools = [_anthropic_tool(s) for s in _tool_specs(spec)]
         if spec.cache_bust_tool:
-            tools.insert(
-                0, {"name": spec.cache_bust_tool, "description": "Never call this tool.", "input_schema": _EMPTY}
-            )
+            tools.insert(0, _anthropic_tool(_cache_bust_spec(spec.cache_bust_tool)))
         self.tools = tools
         self.start_session()
 
@@ -151,7 +149,9 @@ class _AnthropicMessages:
         self.messages.append({"role": "user", "content": blocks})
 
     def call(self, timeout_s: float) -> Any:
-        system = [{"type": "text", "text": _system_text(self.spec), "cache_control": {"type": "ephemeral"}}]
+        system: list[TextBlockParam] = [
+            {"type": "text", "text": _system_text(self.spec), "cache_control": {"type": "ephemeral"}}
+        ]
         if self.spec.nonce_line:  # its own block at the system -> task boundary, after the shared system prompt
             system.append({"type": "text", "text": self.spec.nonce_line})
         messages = [{"role": m["role"], "content": [dict(b) for b in m["content"]]} for m in self.messages]
@@ -160,7 +160,9 @@ class _AnthropicMessages:
             model=self.spec.model,
             max_tokens=8192,
             system=system,
-            messages=messages,
+            # The conversation is kept as JSON (content blocks as the API returned them); the SDK's TypedDicts
+            # describe the same shapes.
+            messages=cast(list[MessageParam], messages),
             tools=self.tools,
             timeout=timeout_s,
         )
@@ -180,8 +182,28 @@ class _AnthropicMessages:
         self.messages.append({"role": "user", "content": blocks})
 
 
-_EMPTY = {"type": "object", "properties": {}}
-ADAPTERS = {"sdk-openai": _OpenAIResponses, "sdk-anthropic": _AnthropicMessages}
+_EMPTY: dict[str, Any] = {"type": "object", "properties": {}}
+_Adapter = _OpenAIResponses | _AnthropicMessages
+ADAPTERS: dict[str, type[_Adapter]] = {"sdk-openai": _OpenAIResponses, "sdk-anthropic": _AnthropicMessages}
+
+
+def _cache_bust_spec(name: str) -> ToolSpec:
+    return {"name": name, "description": "Never call this tool.", "parameters": _EMPTY}
+
+
+def _function_tool(s: ToolSpec) -> FunctionToolParam:
+    """A Responses API function tool; keys in the order sent before (type, strict, then the spec's)."""
+    return {
+        "type": "function",
+        "strict": False,
+        "name": s["name"],
+        "description": s["description"],
+        "parameters": s["parameters"],
+    }
+
+
+def _anthropic_tool(s: ToolSpec) -> ToolParam:
+    return {"name": s["name"], "description": s["description"], "input_schema": s["parameters"]}
 
 
 def _args(raw: Any) -> dict:
@@ -218,7 +240,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
 
 
 def _loop(
-    spec: TrialSpec, adapter: Any, files: FileTools, record: JsonlWriter, outcome: TrialOutcome, deadline: float
+    spec: TrialSpec, adapter: _Adapter, files: FileTools, record: JsonlWriter, outcome: TrialOutcome, deadline: float
 ) -> None:
     """The turns of one trial; fills ``outcome`` (status stays "ok" unless a limit is reached)."""
     answers = outcome.answers

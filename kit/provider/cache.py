@@ -53,7 +53,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -244,7 +244,9 @@ def _parse_profile(text: str, where: str) -> CacheProfile:
     )
 
 
-def _pairs(mapping: Mapping[Any, Any], kind: type | tuple[type, ...], fail: Any) -> tuple[tuple[str, Any], ...]:
+def _pairs(
+    mapping: Mapping[Any, Any], kind: type[float] | tuple[type[float], ...], fail: Callable[[str], ValueError]
+) -> tuple[tuple[str, Any], ...]:
     for key, value in mapping.items():
         if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, kind) or value < 0:
             raise fail(f"expected name: non-negative {_type_name(kind)}, got {key!r}: {value!r}")

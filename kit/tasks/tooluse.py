@@ -313,14 +313,14 @@ def seen_lines(conv: Conversation) -> dict[str, dict[int, str]]:
     for call, result in conv.results():
         if call.name != name or result.is_error:
             continue
-        path = None
+        excerpt_of: str | None = None  # the file whose excerpt the next numbered lines belong to
         for line in result.text.splitlines():
             if line == "references:":
                 break
             if head := _EXPLORE_HEAD.match(line):
-                path = head.group(1)
-            elif path and (numbered := _EXPLORE_LINE.match(line)):
-                seen.setdefault(path, {})[int(numbered.group(1))] = numbered.group(2)
+                excerpt_of = head.group(1)
+            elif excerpt_of and (numbered := _EXPLORE_LINE.match(line)):
+                seen.setdefault(excerpt_of, {})[int(numbered.group(1))] = numbered.group(2)
     return seen
 
 
