@@ -1,14 +1,11 @@
 """The analyze stage over several batches: two-level intervals and the warmth-invariance check."""
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
 from kit import analyze, parse, pipeline, run
 from kit.tasks import batch_read
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 @pytest.fixture(scope="module")

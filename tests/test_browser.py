@@ -27,8 +27,8 @@ from PIL import Image
 
 from kit import plots
 from kit.publish import batch_figures
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "outputs" / "examples" / "batch-read"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [

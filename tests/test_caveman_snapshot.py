@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-from paths import FIXTURES
 
 from kit import metrics, stats
 from kit.snapshot import (
@@ -21,6 +20,7 @@ from kit.snapshot import (
     snapshot_table,
     snapshot_to_trials,
 )
+from tests.paths import FIXTURES
 
 RESULTS = FIXTURES / "caveman" / "results.json"
 MD5 = "520f50ea115965d85a8d7e458ace147c"

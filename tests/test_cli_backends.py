@@ -29,7 +29,6 @@ from kit.provider.log import read as read_log
 from kit.tasks.batch_read import BATCHING, PROMPT
 from kit.transcripts import cli, sources
 
-ROOT = Path(__file__).resolve().parent.parent
 PLANTED_OPENAI = "sk-proj-PLANTEDfakeOpenAIkey0123456789abcdef"
 PLANTED_ANTHROPIC = "sk-ant-api03-PLANTEDfakeAnthropicKey0123456789"
 SECOND = "Thanks. Give me the same table and unused keys once more, exactly as before."

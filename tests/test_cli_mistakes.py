@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from kit import run
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 DEMO = ["-f", "params/demo.yaml"]
 
 # (id, argv after `python -m kit`, exit code, what the one line says); {out} is the case's outputs folder.

@@ -21,8 +21,8 @@ from kit.design import Arm
 from kit.provider.policy import Conversation, Message, ToolCall, ToolSpec
 from kit.tasks import batch_read, tooluse
 from kit.transcripts.codex_rollout import PROMISE_ALL, TOOL_CALL
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 FX = batch_read.generate(0, "small")
 CODEX_TOOLS = (ToolSpec("exec_command"), ToolSpec("exec"), ToolSpec("wait"))
 

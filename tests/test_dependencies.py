@@ -1,11 +1,10 @@
 """pyproject.toml and environment.yml list the same dependencies with the same lower bounds."""
 
 import tomllib
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def test_environment_yml_matches_pyproject():

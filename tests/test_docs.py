@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from paths import FIXTURES, ROOT
 
 from kit import columns
+from tests.paths import FIXTURES, ROOT
 
 DOCS = ROOT / "docs"
 EXAMPLES = ROOT / "outputs" / "examples"

@@ -26,9 +26,9 @@ from kit import analyze, design, parse, pipeline, run
 from kit.agents import cli_common
 from kit.backends import BACKENDS as BACKENDS_BY_NAME
 from kit.provider import serve
+from tests.paths import ROOT
 from tests.served import serve_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 SALT = "realproxy01"
 PLANTED = {"OPENAI_API_KEY": "sk-proj-KITPLANTEDopenai7f3a9c", "ANTHROPIC_API_KEY": "sk-ant-KITPLANTEDanthropic51e2"}
 BACKENDS = ["sdk-openai", "sdk-anthropic", "codex", "claude"]

@@ -23,8 +23,8 @@ from matplotlib.collections import PathCollection, PolyCollection
 
 from kit import analyze, explore, parse, pipeline, plots, publish, run, stats
 from kit.report import SIMULATION_BANNER
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "outputs" / "examples"
 LIMIT_BYTES = 5_000_000
 SVG = "{http://www.w3.org/2000/svg}"

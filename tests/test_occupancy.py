@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from paths import FIXTURES as TEST_FIXTURES
 
 from kit import occupancy as occ
 from kit import plots, transcripts
+from tests.paths import FIXTURES as TEST_FIXTURES
 
 FIXTURES = TEST_FIXTURES / "transcripts"
 TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"

@@ -4,10 +4,10 @@ session's chars/token is either measured within the 2-4 of dense source or flagg
 from __future__ import annotations
 
 import pytest
-from paths import FIXTURES
 
 from kit import occupancy as occ
 from kit import occupancy_block
+from tests.paths import FIXTURES
 
 TRANSCRIPTS = FIXTURES / "transcripts"
 # file -> how its ratio is found now that readers give output_chars (measured, or a named fallback)

@@ -14,8 +14,8 @@ import pytest
 
 from kit import analyze, occupancy, parse, pipeline, publish, run, tasks
 from kit.agents import cli_common
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PARAMS = {"batch-read": "demo", "terse": "terse", "occupancy": "occupancy", "session-chain": "session-chain"}
 SMALL = {"occupancy": {"preset": "small"}, "session-chain": {"preset": "small"}}  # the others are small already
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import orjson
 import pandas as pd
 import pytest
-from paths import FIXTURES, ROOT
 
 from kit import parse, transcripts
 from kit.transcripts import cli, sources
+from tests.paths import FIXTURES, ROOT
 
 BATCH = ROOT / "outputs" / "examples" / "batch-read"
 TRIAL = BATCH / "raw" / "r00-placebo"

@@ -17,8 +17,8 @@ import pytest
 from kit import design_table, parse, pipeline, run
 from kit.agents import cli_common
 from kit.design import ParamError
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CODEX = cli_common.TOOLS_BIN / "codex"
 
 

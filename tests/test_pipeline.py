@@ -5,7 +5,6 @@ import os
 import re
 import shutil
 import struct
-from pathlib import Path
 
 import nbformat
 import pandas as pd
@@ -13,8 +12,8 @@ import papermill
 import pytest
 
 from kit import pipeline
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 FAKE_OPENAI = "sk-proj-PLANTEDfakeOpenAIkey0123456789abcdef"
 FAKE_ANTHROPIC = "sk-ant-api03-PLANTEDfakeAnthropicKey0123456789"
 

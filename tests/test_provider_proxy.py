@@ -28,11 +28,11 @@ import httpx
 import openai
 import orjson
 import pytest
-from paths import ROOT
 
 from kit import transcripts
 from kit.provider import Conversation, Reply, ToolCall, proxy, serve
 from kit.provider.log import read
+from tests.paths import ROOT
 
 LONG = "You are a careful coding agent. Follow the repository conventions exactly. " * 150  # ~2k tokens
 OPENAI_KEY = "sk-proj-PLANTEDopenaiKEY0123456789abcdef"

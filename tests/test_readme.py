@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+
 VENV_BIN = Path(sys.executable).parent
 DEMO = "python -m kit batch -f params/demo.yaml"
 SERVERS = ("python -m kit provider serve",)  # they run until interrupted

@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 from kit import parse, pipeline, run
 from kit.agents import cli_common
 from kit.layout import atomic_write, write_json, write_table
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
 MISSING = [name for name in ("codex", "claude") if not (cli_common.TOOLS_BIN / name).exists()]
 needs_clis = pytest.mark.skipif(bool(MISSING), reason=f"CLI binaries absent: {MISSING} (run `make e2e-tools`)")

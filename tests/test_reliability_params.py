@@ -21,8 +21,8 @@ from papermill.parameterize import parameterize_notebook
 
 from kit import params, pipeline
 from kit.design import ParamError
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = tuple(params.NOTEBOOKS)
 
 # A value of a type the parameter does not accept.

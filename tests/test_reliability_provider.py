@@ -8,7 +8,6 @@ import socket
 import sys
 import threading
 import time
-from pathlib import Path
 
 import anthropic
 import httpx
@@ -17,8 +16,8 @@ import pytest
 
 from kit.provider import Reply, serve
 from kit.provider.log import read
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-PLANTED-test-reliability-key-0000"
 ENDPOINTS = ("/v1/responses", "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens")
 VALID = {

@@ -20,11 +20,11 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from paths import FIXTURES as TEST_FIXTURES
 
 from kit import pipeline, run, transcripts
+from tests.paths import FIXTURES as TEST_FIXTURES
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TOKENS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "total_tokens"]
 REAL = sorted(p for p in (TEST_FIXTURES / "transcripts").iterdir() if p.suffix in (".jsonl", ".txt"))
 

@@ -13,8 +13,7 @@ from kit import design, pipeline, run
 from kit.design import ParamError
 from kit.provider import serve
 from kit.provider.cache import load_profile, profile_names
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def _values(out: Path, **over) -> dict:

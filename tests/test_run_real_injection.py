@@ -17,8 +17,8 @@ from kit.agents import cli_common
 from kit.layout import BatchDir
 from kit.provider.policy import Conversation, Reply
 from kit.tasks import batch_read, userrepo
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 OWN = {
     "AGENTS.md": "# House rules\n\nRun `make check` before every commit. (the repository's own AGENTS.md)\n",
     "CLAUDE.md": "# Notes for Claude\n\nThe pipeline is documented in MANIFEST.txt. (the repository's own CLAUDE.md)\n",

@@ -8,8 +8,7 @@ import pytest
 
 from kit import pipeline, run
 from kit.design import ParamError
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def _values(tmp_path, **over):

@@ -24,8 +24,8 @@ from kit.layout import BatchDir
 from kit.provider import Reply, ToolCall, serve
 from kit.provider.log import read as read_log
 from kit.provider.server import _check_host
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 MISSING = [name for name in ("codex", "claude") if not (cli_common.TOOLS_BIN / name).exists()]
 needs_clis = pytest.mark.skipif(bool(MISSING), reason=f"CLI binaries absent: {MISSING} (run `make e2e-tools`)")
 

@@ -16,8 +16,8 @@ import pytest
 
 from kit import design, pipeline, run, stats
 from kit.design import ParamError
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 RULE_WORDS = "accepted: {max_runs_per_arm: N, precision: 1.5 and/or exclude_one: true}"
 
 

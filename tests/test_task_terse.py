@@ -2,7 +2,6 @@
 
 import hashlib
 import statistics
-from pathlib import Path
 
 import pytest
 import yaml
@@ -12,8 +11,8 @@ from kit.provider.policy import Conversation, Message
 from kit.tasks import terse
 from kit.tasks.terse import TersePack, load_bank
 from kit.tokens import count
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README_SHA256 = "d74c56b7af1c42d5ab43c72a9d487f38f87d16baca605f6c4e55cc37bdee3bdf"
 # The pack's data (README, prompts, facts, skill): a deliberate edit of kit/data/terse_* updates this pin.
 DATA_SHA256 = "29ace4a070857a6f22a012cc6d61acdf798e569e9f235031b7fd955736e0fdf3"
