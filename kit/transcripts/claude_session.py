@@ -290,6 +290,7 @@ def start(path: Path, issues: Issues, tools: bool, crc: bool = False) -> _State:
 
 
 def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
+    """One file read whole, alone: ``read`` joins the files' rows once each has its own."""
     return finish(scan(start(path, issues, tools)))
 
 
