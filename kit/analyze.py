@@ -109,7 +109,8 @@ def _priced(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     out = trials.copy()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for card, column in (("usd", "cost_usd"), ("credits", "credits")):
+        cards: tuple[tuple[pricing.Card, str], ...] = (("usd", "cost_usd"), ("credits", "credits"))
+        for card, column in cards:
             keyed = requests.assign(trial_id=requests["batch"] + "/" + requests["trial_id"])
             per_trial = pricing.price_by_trial(keyed, card) if len(keyed) else pd.Series(dtype="Float64")
             out[column] = (out["batch"] + "/" + out["trial_id"]).map(per_trial).astype("Float64")
@@ -215,8 +216,8 @@ def _occupancy_tables(
     }
 
 
-_TABLES = ("trials", "ratios", "arms", "headline", "warmth", "observed", "occupancy", "occupancy_trials")
-_TABLES += ("occupancy_comparison", "warmth_invariance", "savings")
+_TABLES: tuple[str, ...] = ("trials", "ratios", "arms", "headline", "warmth", "observed", "occupancy")
+_TABLES += ("occupancy_trials", "occupancy_comparison", "warmth_invariance", "savings")
 
 
 def _write(result: dict[str, Any], folder: Path, baseline: str) -> None:
@@ -240,15 +241,10 @@ def savings(
             values = values[values["arm"].isin([arm, baseline])].astype({"value": "Float64"})
             if values["value"].notna().sum() < 2:
                 continue
-            opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
-            rows.append(
-                {
-                    "arm": arm,
-                    "baseline": baseline,
-                    "metric": metric,
-                    **stats.per_prompt_savings(values, arm, baseline, **opts),
-                }
+            savings = stats.per_prompt_savings(
+                values, arm, baseline, confidence=confidence, n_resamples=n_resamples, seed=seed
             )
+            rows.append({"arm": arm, "baseline": baseline, "metric": metric, **savings})
     return pd.DataFrame(rows)
 
 

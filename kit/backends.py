@@ -29,6 +29,14 @@ _CLI_OPTIONS = _SHARED_OPTIONS | {"home_root", "keep_home"}
 
 
 @dataclass(frozen=True)
+class Cli:
+    """A CLI backend's binary."""
+
+    option: str  # the backend option (and per-arm setting) naming the binary
+    program: str  # the binary's name
+
+
+@dataclass(frozen=True)
 class Backend:
     """One backend: how its trials run and what it accepts."""
 
@@ -36,8 +44,7 @@ class Backend:
     family: Family
     module: str  # the kit.agents module with its ``run_trial``, imported on first use (the SDKs take seconds)
     options: frozenset[str]  # the backend_options it reads; any other name would be ignored, so it is refused
-    binary_option: str | None = None  # a CLI: the backend option (and per-arm setting) naming its binary
-    program: str | None = None  # a CLI: the binary's name
+    cli: Cli | None = None  # a CLI backend's binary; None for the SDK backends
 
     @property
     def public_url(self) -> str:
@@ -53,7 +60,7 @@ class Backend:
 
     @property
     def is_cli(self) -> bool:
-        return self.program is not None
+        return self.cli is not None
 
     def runner(self) -> Callable[[str, TrialSpec], TrialOutcome]:
         """The function that runs one trial on this backend."""
@@ -65,14 +72,13 @@ BACKENDS: dict[str, Backend] = {
     for b in (
         Backend("sdk-openai", "openai", "sdk", _SHARED_OPTIONS),
         Backend("sdk-anthropic", "anthropic", "sdk", _SHARED_OPTIONS),
-        Backend("codex", "openai", "codex", _CLI_OPTIONS | {"codex_bin", "code_mode"}, "codex_bin", "codex"),
+        Backend("codex", "openai", "codex", _CLI_OPTIONS | {"codex_bin", "code_mode"}, Cli("codex_bin", "codex")),
         Backend(
             "claude",
             "anthropic",
             "claude",
             _CLI_OPTIONS | {"claude_bin", "claude_cache_ttl", "claude_tool_search"},
-            "claude_bin",
-            "claude",
+            Cli("claude_bin", "claude"),
         ),
     )
 }

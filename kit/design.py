@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 
@@ -25,7 +25,8 @@ from kit.provider.policy import CACHE_BUST_TOOL
 
 ORDERS = ("alternate", "random", "blocked")
 ISOLATION_MODES = ("none", "nonce", "cache_bust_tool", "prompt_cache_key", "all")
-PLACEMENTS = ("agents_file", "system", "append_system", "developer_instructions", "user_prefix")
+Placement = Literal["agents_file", "system", "append_system", "developer_instructions", "user_prefix"]
+PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 SESSIONS = ("fresh", "resume")
 SETTINGS = ("model", "effort", "codex_bin", "claude_bin")  # what an arm may set for itself (Arm fields)
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -45,7 +46,7 @@ class Arm:
 
     name: str
     instruction: str = ""
-    placement: Literal["agents_file", "system", "append_system", "developer_instructions", "user_prefix"] = "system"
+    placement: Placement = "system"
     flags: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     session: Literal["fresh", "resume"] = "resume"

@@ -19,6 +19,7 @@ Raw records, tables, analysis, executed notebooks and the report stay as the pip
 from __future__ import annotations
 
 import base64
+import functools
 import glob
 import io
 import os
@@ -191,8 +192,10 @@ def cross_ratios(
     :class:`kit.stats.StitchError` unless ``allow_stitch``; then its rows say "cross-run stitch".
     """
     pairs = comparisons(b) if pairs is None else [tuple(map(str, p)) for p in pairs]
-    opts = {"allow_stitch": allow_stitch, "confidence": confidence, "n_resamples": n_resamples, "seed": seed}
-    rows = [stats.ratio(b["trials"], metric, arm, base, **opts) for arm, base in pairs for metric in metrics]
+    ratio = functools.partial(
+        stats.ratio, b["trials"], allow_stitch=allow_stitch, confidence=confidence, n_resamples=n_resamples, seed=seed
+    )
+    rows = [ratio(metric, arm, base) for arm, base in pairs for metric in metrics]
     return pd.DataFrame(rows)
 
 
@@ -276,8 +279,9 @@ def warmth_figure(
     fig = plots.warmth_vs_ratio(warmth, observed, _merged_design(b, points or with_curve, (arm_a, arm_b)))
     ax = fig.axes[0]
     for line in ax.lines:
-        if line.get_label().startswith("replayed"):
-            line.set_label(f"{line.get_label()} — curve: {source}")
+        label = str(line.get_label())
+        if label.startswith("replayed"):
+            line.set_label(f"{label} — curve: {source}")
     others = len(b.ids) - len(points)
     handles, labels = ax.get_legend_handles_labels()
     title = f"{others} loaded batch(es) compare other arms: not drawn" if others else None
@@ -383,7 +387,10 @@ def palette_png(png: Path) -> bool:
     """
     with Image.open(png) as im:
         im.load()
-    if im.mode not in ("RGB", "RGBA") or (im.mode == "RGBA" and im.getextrema()[3][0] < 255):
+    if im.mode not in ("RGB", "RGBA"):
+        return False
+    extrema = im.getextrema()  # (min, max) per band; RGBA has four
+    if im.mode == "RGBA" and len(extrema) == 4 and extrema[3][0] < 255:  # not opaque everywhere
         return False
     quantized = im.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     atomic_write(png, lambda tmp: quantized.save(tmp, format="PNG", optimize=True))

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -418,6 +419,13 @@ def _main_window(
     return requests[~side], tool_results[~carried]
 
 
+class _TrialGaps(NamedTuple):
+    ident: dict[str, Any]  # the trial's keys (arm, batch, trial_id, run)
+    requests: pd.DataFrame
+    gaps: list[_Gap] | None  # None: usage unknown
+    measured: Calibration | None  # None: not measured on this trial (borrowed from its arm)
+
+
 def occupancy(
     requests: pd.DataFrame,
     tool_results: pd.DataFrame,
@@ -448,17 +456,17 @@ def occupancy(
     )
     by_trial = {k: g for k, g in results.groupby(keys, sort=False, dropna=False)}
     by_event = {k: g["cycle"].to_numpy(dtype=np.int64) for k, g in compactions.groupby(keys, sort=False)}
-    trials = []  # (ident, requests, gaps, measured calibration or None); None gaps: usage unknown
+    trials: list[_TrialGaps] = []
     for key, req in requests.groupby(keys, sort=False, dropna=False):
         req = req.sort_values("cycle")
         ident = {"arm": req["arm"].iloc[0] if "arm" in req else pd.NA, **dict(zip(keys, key, strict=True))}
         if "run" in req:
             ident["run"] = req["run"].iloc[0]
         if req["input_tokens"].isna().any() or req["output_tokens"].isna().any():
-            trials.append((ident, req, None, None))
+            trials.append(_TrialGaps(ident, req, None, None))
             continue
-        gaps = _gaps(req, by_trial.get(key, results.iloc[:0]), by_event.get(key, np.array([], dtype=np.int64)))
-        trials.append((ident, req, gaps, _measured(gaps)))
+        found = _gaps(req, by_trial.get(key, results.iloc[:0]), by_event.get(key, np.array([], dtype=np.int64)))
+        trials.append(_TrialGaps(ident, req, found, _measured(found)))
     pools: dict[tuple, list[Calibration]] = {}
     for ident, _, _, measured in trials:
         if measured is not None:

@@ -172,8 +172,9 @@ def comparison(
     }
     if not (len(mine) and len(theirs)):
         return {**row, "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "note": "an arm has no trial to compare"}
-    opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
-    r = stats.ratio(values, "residual", with_arm, without_arm, **opts)
+    r = stats.ratio(
+        values, "residual", with_arm, without_arm, confidence=confidence, n_resamples=n_resamples, seed=seed
+    )
     return {**row, "ratio": r["estimate"], "ci_low": r["lower"], "ci_high": r["upper"], "note": r.get("note") or ""}
 
 
@@ -183,8 +184,10 @@ def comparisons(
     """``analysis/occupancy_comparison.csv``: every arm that left explore output resident against ``baseline``."""
     explore = occupancy_trials[occupancy_trials["category"] == "explore tool"]
     with_arms = sorted({str(a) for a, t in explore.groupby("arm")["tokens"] if t.mean() > 0} - {baseline})
-    opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
-    rows = [comparison(occupancy_trials, arm, baseline, **opts) for arm in with_arms]
+    rows = [
+        comparison(occupancy_trials, arm, baseline, confidence=confidence, n_resamples=n_resamples, seed=seed)
+        for arm in with_arms
+    ]
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 

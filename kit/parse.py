@@ -73,7 +73,7 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
         if logged is None:
             found, checks = _renumbered(found, numbering), []
         else:
-            checks = sources.crosscheck(rows, logged, log)
+            checks = sources.crosscheck(rows, *logged)
         issues += rows.attrs.get("issues", []) + _disagreements(rows) + checks + sources.check_others(trial, rows)
         events += [_event(e, ident, numbering) for e in rows.attrs.get("events", [])]
         requests.append(rows.assign(**ident, backend=trial.meta["backend"]))
@@ -132,8 +132,10 @@ def _with_response_counts(trials: pd.DataFrame, req: pd.DataFrame) -> pd.DataFra
     return out.astype({**{c: "Int64" for c in RESPONSE_SUMS}, **{c: "Float64" for c in QUOTA_COLUMNS}})
 
 
-def _read_trial(trial: sources.Trial, strict: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
-    """A trial's primary rows, its tool results, and the provider log's rows where the log is a cross-check.
+def _read_trial(
+    trial: sources.Trial, strict: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, tuple[pd.DataFrame, Path] | None]:
+    """A trial's primary rows, its tool results, and the provider log's rows and path where the log is a cross-check.
 
     The provider sees every tool result the client sends back (SDK response records have none), in
     request order across the trial's files, so its tool results are taken where there is a log. Without
@@ -143,7 +145,7 @@ def _read_trial(trial: sources.Trial, strict: bool) -> tuple[pd.DataFrame, pd.Da
     primary, log = trial.primary, trial.log
     if log is not None and log not in primary:
         rows, (logged, found) = transcripts.read(primary, strict=strict), transcripts.tables([log])
-        return rows, found, logged
+        return rows, found, (logged, log)
     if len(primary) == 1:
         rows, found = transcripts.tables(primary, strict=strict)
         return rows, found.assign(source_path=str(primary[0])), None

@@ -106,7 +106,7 @@ def load_params(file: str | None, yaml_strings: Sequence[str] = (), pairs: Seque
         try:
             text = Path(file).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ValueError(f"parameters file {file}: {exc.strerror.lower()}") from None
+            raise ValueError(f"parameters file {file}: {(exc.strerror or str(exc)).lower()}") from None
         params.update(_yaml_mapping(text, f"parameters file {file}"))
     for text in yaml_strings:
         params.update(_yaml_mapping(text, f"-y {text!r}"))

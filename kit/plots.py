@@ -344,11 +344,13 @@ def _forest_axis(
         ax.plot([est], [i], "o", color=color, ms=7, mfc="white" if hollow else color, mec=color, mew=1.6, zorder=3)
         if np.isnan(lo) or np.isnan(hi):
             continue
-        ends = []
+        ends: list[tuple[float, bool, float]] = []  # (where drawn, beyond the axis, the bound)
         for bound, side in ((lo, 0), (hi, 1)):
             edge = None if limits is None else limits[side]
-            beyond = edge is not None and (bound < edge if side == 0 else bound > edge)
-            ends.append((edge if beyond else bound, beyond, bound))
+            if edge is not None and (bound < edge if side == 0 else bound > edge):
+                ends.append((edge, True, bound))
+            else:
+                ends.append((bound, False, bound))
         ax.plot([ends[0][0], ends[1][0]], [i, i], color=color, lw=1.5, zorder=2)
         for side, (x, beyond, bound) in enumerate(ends):
             if not beyond:
@@ -435,10 +437,9 @@ def ratio_forest(ratios: pd.DataFrame, design: dict) -> Figure:
     else:
         shown = _oriented(ratio_rows, fewer)
         values = shown[["estimate", "lower", "upper"]].to_numpy(float)
-        log = bool(np.nanmin(values) > 0)
-        limits = forest_limits(shown) if log else None
+        limits = forest_limits(shown) if np.nanmin(values) > 0 else None  # a log axis where every value is > 0
         _forest_axis(axes[0], shown, colors, 1.0, limits=limits)
-        if log:
+        if limits is not None:
             axes[0].set_xscale("log")
             axes[0].set_xlim(*limits)
             # Within a decade, 1-2-5 ticks leave one or two labels: use a finer set there.

@@ -684,6 +684,7 @@ def _classed_cell(match: re.Match) -> str:
 def _html(markdown: str, title: str) -> str:
     """Markdown -> a standalone HTML page (raw HTML in arm names is escaped, not rendered)."""
     body = _RENDER(markdown)
+    assert isinstance(body, str)  # _RENDER renders HTML (mistune gives a list of tokens only without a renderer)
     body = body.replace("<p>SIMULATION:", '<p class="banner">SIMULATION:', 1)
     body = body.replace("<table>", '<div class="table-wrap"><table>').replace("</table>", "</table></div>")
     body = _CELL.sub(_classed_cell, body)

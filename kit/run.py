@@ -238,16 +238,15 @@ def _check_endpoint(params: dict[str, Any]) -> None:
 
 def _check_arm_settings(params: dict[str, Any], arm: Arm) -> None:
     """An arm's binary must exist and belong to the batch's backend (another backend would ignore it)."""
-    backend = BACKENDS[params["backend"]]
-    own = backend.binary_option
+    cli = BACKENDS[params["backend"]].cli
     for key in ("codex_bin", "claude_bin"):
         value = getattr(arm, key)
         if value is None:
             continue
-        if key != own:
+        if cli is None or key != cli.option:
             problem = f"arm {arm.name!r} sets {key}, which backend {params['backend']!r} does not run"
-            raise ParamError(f"arm_defs.{arm.name}.{key}", problem, f"{own} or nothing" if own else "nothing")
-        if resolve_binary(value, backend.program) is None:
+            raise ParamError(f"arm_defs.{arm.name}.{key}", problem, f"{cli.option} or nothing" if cli else "nothing")
+        if resolve_binary(value, cli.program) is None:
             problem = f"arm {arm.name!r}: binary {value!r} does not exist (not a file, not on PATH)"
             raise ParamError(f"arm_defs.{arm.name}.{key}", problem, "an executable path or a name on PATH")
 
@@ -444,9 +443,9 @@ def arm_settings(cfg: RunConfig) -> dict[str, dict[str, str | None]]:
     for name in p["arms"]:
         arm = cfg.arms[name]
         backend = BACKENDS[p["backend"]]
-        if backend.is_cli:
-            option = backend.binary_option
-            binary = resolve_binary(getattr(arm, option) or p["backend_options"].get(option), backend.program)
+        if backend.cli is not None:
+            option = backend.cli.option
+            binary = resolve_binary(getattr(arm, option) or p["backend_options"].get(option), backend.cli.program)
             found = version(binary) if binary else "not found"
         else:  # the family's official SDK
             binary = backend.family

@@ -35,6 +35,7 @@ import statistics
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal, TypeGuard, get_args
 
 import numpy as np
 import pandas as pd
@@ -55,7 +56,8 @@ HEADLINE_METRICS = ("total_tokens", "uncached_input_tokens")
 _CELLS_PER_CHUNK = 2_000_000  # bounds the memory of one vectorised resampling step (~16 MB of float64)
 DEFAULT_METHOD = "skew-t"
 ANALYTIC_METHODS = ("skew-t", "jackknife-t", "delta-t")
-SCIPY_METHODS = ("BCa", "percentile", "basic")  # scipy.stats.bootstrap's, kept for comparison
+ScipyMethod = Literal["BCa", "percentile", "basic"]
+SCIPY_METHODS: tuple[ScipyMethod, ...] = get_args(ScipyMethod)  # scipy.stats.bootstrap's, kept for comparison
 METHODS = (*ANALYTIC_METHODS, "bootstrap-t", *SCIPY_METHODS)
 MEAN_METHODS = ("log-t", "t", "BCa", "percentile")
 # A bootstrap-t resample's standard error is floored at this share of the sample's (see _bootstrap_t).
@@ -311,7 +313,7 @@ def _skew_t(
         gamma = skew_shrink * k3 / (va + vb) ** 1.5
     q = sps.t.ppf((1 + confidence) / 2, df)
     shift = np.nan_to_num(gamma * (2 * q**2 + 1) / 6) * se
-    _, lo, hi = _t_bounds(theta, se, df, confidence)
+    _theta, lo, hi = _t_bounds(theta, se, df, confidence)
     return theta, lo + shift, hi + shift
 
 
@@ -372,7 +374,7 @@ def data_range(a: np.ndarray, b: np.ndarray, *, paired: bool, log_ratio: bool) -
 
 
 def bounded(
-    lo: np.ndarray, hi: np.ndarray, span: tuple[np.ndarray, np.ndarray]
+    lo: np.ndarray | np.floating, hi: np.ndarray | np.floating, span: tuple[np.ndarray | float, np.ndarray | float]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bounds capped at the data's range (:func:`data_range`), and where a cap applied.
 
@@ -383,6 +385,10 @@ def bounded(
     return np.maximum(lo, span[0]), np.minimum(hi, span[1]), beyond
 
 
+def _is_scipy_method(method: str) -> TypeGuard[ScipyMethod]:
+    return method in SCIPY_METHODS
+
+
 def _interval_scipy(
     samples: tuple[np.ndarray, ...],
     statistic: Statistic,
@@ -391,7 +397,7 @@ def _interval_scipy(
     confidence: float,
     n_resamples: int,
     seed: int,
-    method: str,
+    method: ScipyMethod,
 ) -> tuple[float, float]:
     """scipy's bootstrap, vectorised and chunked; NaN bounds when the bootstrap distribution degenerates."""
     check_resamples(n_resamples)
@@ -516,10 +522,13 @@ def mean_interval(
     elif method in ("log-t", "t"):
         lo, hi = (float(v) for v in mean_bounds(x, method, confidence))
         how = {"log-t": "t on the log mean (jackknife SE)", "t": "t-interval"}[method]
-    else:
-        opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed, "method": method}
-        lo, hi = _interval_scipy((x,), _mean_stat, paired=False, **opts)
+    elif _is_scipy_method(method):
+        lo, hi = _interval_scipy(
+            (x,), _mean_stat, paired=False, confidence=confidence, n_resamples=n_resamples, seed=seed, method=method
+        )
         how = f"{method} bootstrap"
+    else:
+        raise AssertionError(f"mean: method {method!r} is in MEAN_METHODS but has no interval")
     notes = [] if np.isfinite(lo) else ["degenerate data: no interval"]
     if len(x) < WARN_RUNS:
         notes.append(f"only {len(x)} runs: a wide interval, {FEW_RUNS_MEAN_NOTE}")
@@ -647,7 +656,7 @@ def _two_level(sel: _Selection, metric: str, *, paired: bool, difference: bool, 
 def _one_batch(a: np.ndarray, b: np.ndarray, *, method: str, paired: bool, difference: bool, **opts) -> tuple:
     """One batch (or a labelled stitch): the chosen interval method on the pooled runs."""
     kind = "paired" if paired else "unpaired"
-    if method in SCIPY_METHODS:
+    if _is_scipy_method(method):
         statistic = _difference_stat if difference else _ratio_stat
         lower, upper = _interval_scipy((a, b), statistic, paired=paired, method=method, **opts)
         return lower, upper, f"{kind} {method} bootstrap"
@@ -687,7 +696,8 @@ def _comparison_interval(
         lower, upper, how = _two_level(sel, metric, paired=paired, difference=difference, **opts)
     else:
         lower, upper, how = _one_batch(va, vb, method=method, paired=paired, difference=difference, **opts)
-        span = tuple(float(v) for v in data_range(va, vb, paired=paired, log_ratio=not difference))
+        low, high = data_range(va, vb, paired=paired, log_ratio=not difference)
+        span = (float(low), float(high))
         lower, upper, beyond = _capped(lower, upper, span, method, sel.notes, cap=not paired)
     if not np.isfinite(lower):
         sel.notes.append("degenerate data: no interval")
@@ -1129,8 +1139,10 @@ def _runs_needed(
     if precision is not None:
         spread = np.sqrt(sps.chi2.ppf(assurance, df) / df)
         ok = 2 * q * se * spread <= math.log(precision)
-    else:
+    elif effect is not None:
         ok = (q + sps.norm.ppf(assurance)) * se <= abs(math.log(effect))
+    else:
+        raise ValueError("_runs_needed: give precision or effect")
     if not ok.any():
         raise ParamError(
             "precision" if precision is not None else "effect",

@@ -198,7 +198,7 @@ class ResponseReader:
 
     def _responses_event(self, event: dict) -> None:
         kind = event.get("type")
-        response = event.get("response") if isinstance(event.get("response"), dict) else {}
+        response = _dict_at(event, "response")
         if kind == "response.created":
             self.response_id = response.get("id")
         elif kind in _FINAL_RESPONSES:
@@ -212,7 +212,7 @@ class ResponseReader:
     def _responses_object(self, response: dict) -> None:
         self.response_id = response.get("id") or self.response_id
         self.wire_usage = response.get("usage")
-        output = response.get("output") if isinstance(response.get("output"), list) else []
+        output = _list_at(response, "output")
         self.tool_calls = sum(1 for item in output if isinstance(item, dict) and item.get("type") in CLIENT_CALLS)
 
     def _chat_chunk(self, chunk: dict) -> None:
@@ -257,8 +257,20 @@ class ResponseReader:
             choices = [c for c in body.get("choices") or [] if isinstance(c, dict)]
             self.tool_calls = sum(len((c.get("message") or {}).get("tool_calls") or []) for c in choices)
         else:
-            blocks = body.get("content") if isinstance(body.get("content"), list) else []
+            blocks = _list_at(body, "content")
             self.tool_calls = sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use")
+
+
+def _dict_at(mapping: dict, key: str) -> dict:
+    """``mapping[key]`` if it is an object, else an empty one."""
+    value = mapping.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _list_at(mapping: dict, key: str) -> list:
+    """``mapping[key]`` if it is an array, else an empty one."""
+    value = mapping.get(key)
+    return value if isinstance(value, list) else []
 
 
 def _error_kind(error: object) -> str:

@@ -192,7 +192,7 @@ class ProxyApp:
             await _error_response(anthropic, 502, message)(scope, receive, send)
             return
         try:
-            if reading is None:
+            if not api or reading is None:  # not a model request (reading is None exactly then)
                 await _relay(response, scope, receive, send, None, None)
                 return
             reader = ResponseReader(
@@ -392,6 +392,7 @@ def start_proxy(
     ``log_path=None`` logs to a fresh temporary file.
     """
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    assert isinstance(address[0], str)  # a TCP address: (ip, port) or (ip, port, flowinfo, scope_id)
     _check_host(address[0], allow_non_loopback)
     sock = socket.socket(family, kind, proto)
     try:

@@ -189,7 +189,7 @@ def _new_tool_results(conversation: Conversation) -> list[dict]:
     return [
         {
             "call_id": m.tool_call_id,
-            "name": getattr(calls.get(m.tool_call_id), "name", None),
+            "name": calls[m.tool_call_id].name if m.tool_call_id in calls else None,
             "chars": len(m.text),
             "is_error": m.is_error,
         }
@@ -558,6 +558,7 @@ def start(
     if isinstance(profile, str):
         profile = load_profile(profile)
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    assert isinstance(address[0], str)  # a TCP address: (ip, port) or (ip, port, flowinfo, scope_id)
     _check_host(address[0], allow_non_loopback)
     sock = socket.socket(family, kind, proto)
     try:

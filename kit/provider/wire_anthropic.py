@@ -84,7 +84,7 @@ def parse_messages(
     raw_messages = expect(body.get("messages"), list, "messages")
     system = _system(body)
     messages: list[Message] = []
-    open_calls: tuple[str, int] | None = None  # (ids of the last assistant message's tool_use, its index)
+    open_calls: tuple[list[str], int] | None = None  # (ids of the last assistant message's tool_use, its index)
     for i, message in enumerate(raw_messages):
         field = f"messages[{i}]"
         expect(message, dict, field)

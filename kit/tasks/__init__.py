@@ -11,7 +11,7 @@ from kit.tasks.occupancy import OccupancyPack
 from kit.tasks.session_chain import SessionChainPack
 from kit.tasks.terse import TersePack
 
-PACKS: dict[str, type] = {
+PACKS: dict[str, type[BatchReadPack | OccupancyPack | SessionChainPack | TersePack]] = {
     "batch-read": BatchReadPack,
     "occupancy": OccupancyPack,
     "session-chain": SessionChainPack,

@@ -26,7 +26,11 @@ class Grade:
 
 class TaskPack(Protocol):
     name: str
-    true_effect: str
+
+    @property
+    def true_effect(self) -> str:
+        """What the arms truly do, in words (the packs compute it from their settings)."""
+        ...
 
     def arms(self) -> dict[str, Arm]: ...
 

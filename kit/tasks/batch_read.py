@@ -36,7 +36,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.design import Arm
+from kit.design import Arm, Placement
 from kit.provider.policy import Conversation, Reply, ToolCall
 from kit.tasks import tooluse, userrepo
 from kit.tasks.base import Grade
@@ -100,7 +100,9 @@ def generate(seed: int = 0, preset: str = "small") -> Fixture:
     if preset not in PRESETS:
         raise ValueError(f"preset {preset!r}; accepted: {sorted(PRESETS)}")
     rng = random.Random(f"batch-read|{seed}|{preset}")
-    truths, files, all_keys = [], {}, []
+    truths: list[ModuleTruth] = []
+    files: dict[str, str] = {}
+    all_keys: list[str] = []
     for name in MODULES:
         keys = tuple(sorted(f"{name}_{w}" for w in rng.sample(KEY_WORDS, rng.randint(2, 3))))
         imports = tuple(sorted(rng.sample(IMPORTS, rng.randint(2, 4))))
@@ -253,7 +255,7 @@ class BatchReadPack(RepoFixture):
 
     def arms(self) -> dict[str, Arm]:
         """The fixture's arms write AGENTS.md / CLAUDE.md; a user repository's keep its own (module docstring)."""
-        placement = userrepo.PLACEMENT if self._repo is not None else "agents_file"
+        placement: Placement = userrepo.PLACEMENT if self._repo is not None else "agents_file"
         return {
             "placebo": Arm("placebo", PLACEBO, placement=placement, description="length-matched style-only"),
             "batching": Arm("batching", BATCHING, placement=placement, description="batch independent reads"),

@@ -460,46 +460,45 @@ class OccupancyPolicy:
         if not (tooluse.can_read(conv) or tooluse.can_explore(conv)):
             return Reply(text="I have no tool to look at the code here, so I cannot answer from it.")
         turn = tooluse.current_question(conv, self.questions)
-        scripted = self.questions == QUESTIONS and turn is not None
+        # The scripted agent answers this pack's own questions; for others it is the generic one (None).
+        scripted = turn if self.questions == QUESTIONS else None
         rng = conv.rng(f"occupancy|{turn}")
         reasoning = rng.randint(24, 120)
         seen = tooluse.seen_lines(conv)
-        facts = facts_from(seen) if scripted else {}
-        done = scripted and all(role in facts for role in NEEDS[turn])
+        facts = facts_from(seen) if scripted is not None else {}
+        done = scripted is not None and all(role in facts for role in NEEDS[scripted])
         if tooluse.can_explore(conv):
-            reply = self._explore(conv, turn, scripted, done, facts, rng)
+            reply = self._explore(conv, scripted, done, facts, rng)
         else:
-            reply = self._files(conv, turn, scripted, done, rng)
+            reply = self._files(conv, scripted, done, rng)
         if reply is not None:
             return Reply(reply[0], reply[1], reasoning)
-        text = answer(turn, facts) if scripted else tooluse.definitions_answer(seen)
+        text = answer(scripted, facts) if scripted is not None else tooluse.definitions_answer(seen)
         return Reply(text, (), reasoning)
 
     def _explore(
-        self, conv: Conversation, turn: int | None, scripted: bool, done: bool, facts: dict, rng: random.Random
+        self, conv: Conversation, scripted: int | None, done: bool, facts: dict, rng: random.Random
     ) -> _Step | None:
         """The next explore call, or None when the answer's facts are in view (or every wording was tried)."""
         asked = [c.arguments.get("query") for c, _ in tooluse.results_this_turn(conv) if c.name.endswith("explore")]
-        if scripted and done:
-            symbol = facts[FOLLOW_UP[turn]][0] if FOLLOW_UP[turn] in facts else None
+        if scripted is not None and done:
+            symbol = facts[FOLLOW_UP[scripted]][0] if FOLLOW_UP[scripted] in facts else None
             if len(asked) == 1 and symbol and rng.random() < self.p_second_explore:
                 return f"Looking up where `{symbol}` is used.", (tooluse.explore_call(conv, symbol),)
             return None
-        queries = QUERIES[turn] if scripted else (conv.last_user_text()[-300:],)
+        queries = QUERIES[scripted] if scripted is not None else (conv.last_user_text()[-300:],)
         pending = [q for q in queries if q not in asked]
         if not pending:
             return None
         return f"Exploring: {pending[0]}.", (tooluse.explore_call(conv, pending[0]),)
 
-    def _files(
-        self, conv: Conversation, turn: int | None, scripted: bool, done: bool, rng: random.Random
-    ) -> _Step | None:
+    def _files(self, conv: Conversation, scripted: int | None, done: bool, rng: random.Random) -> _Step | None:
         """The turn's search, then reads of its top hits, or None when the answer's facts are in view."""
         if done or not tooluse.can_read(conv):
             return None
         this_turn = tooluse.results_this_turn(conv)
         if not any(tooluse.is_search(c) for c, _ in this_turn) and tooluse.can_grep(conv):
-            pattern = GREPS[turn] if scripted else tooluse.words_pattern(conv.last_user_text())
+            pattern = GREPS[scripted] if scripted is not None else tooluse.words_pattern(conv.last_user_text())
             return f"Searching for {pattern}.", (tooluse.grep_call(conv, pattern),)
         counts: dict[str, int] = {}
         for path, _, _ in tooluse.grep_hits(conv, this_turn):
@@ -507,7 +506,7 @@ class OccupancyPolicy:
         read = tooluse.file_contents(conv)
         unread = [p for p in sorted(counts, key=lambda p: (-counts[p], p)) if p not in read]
         already = any(tooluse.requested_path(conv, c) for c, _ in this_turn)
-        if not unread or (already and not scripted):
+        if not unread or (already and scripted is None):
             return None
         if already:  # the first reads did not show what the answer needs: one more file
             chosen = unread[:1]

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.design import ParamError
+from kit.design import ParamError, Placement
 from kit.tasks.base import Grade
 
 NO_TRUTH = Grade(None, "no ground truth for a user repository")
-PLACEMENT = "developer_instructions"  # an arm's instruction on a user repository (module docstring)
+PLACEMENT: Placement = "developer_instructions"  # an arm's instruction on a user repository (module docstring)
 DEFAULT_GLOBS = ("**/*",)
 MAX_FILES = 20_000
 
