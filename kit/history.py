@@ -582,8 +582,8 @@ def analyze(
     occupancy_rows = occupancy(history, window_tokens)
     biggest = session_table.sort_values("total_tokens", ascending=False)["session"].head(top).tolist()
     prompts, structural_table = structural(history)
-    parameters = {"paths": [str(p) for p in paths], "since": since, "until": until, "group_by": list(group_by)}
-    parameters |= {"compare": compare_spec, "window_tokens": window_tokens}
+    parameters: dict[str, Any] = {"paths": [str(p) for p in paths], "since": since, "until": until}
+    parameters |= {"group_by": list(group_by), "compare": compare_spec, "window_tokens": window_tokens}
     return Result(
         history, totals(history.requests), views(history.requests, group_by), session_table, occupancy_rows,
         occupancy_blocks(occupancy_rows, window_tokens, biggest), prompts, structural_table, warmth(prompts),

@@ -139,7 +139,8 @@ def figures(result: Result, folder: Path) -> dict[str, Path]:
 
 
 def _tokens(n: object) -> str:
-    return "NA" if pd.isna(n) else f"{int(n):,}"
+    """A token count with thousands separators; NA where it is missing."""
+    return f"{int(n):,}" if isinstance(n, int | float | np.number) and not pd.isna(n) else "NA"
 
 
 def _view_section(by: str, view: pd.DataFrame) -> list[str]:
