@@ -104,7 +104,7 @@ def _tool_results(parsed: Parsed) -> pd.DataFrame:
 
 def _files(paths: Paths) -> list[Path]:
     items = [paths] if isinstance(paths, str | Path) else list(paths)
-    found = []
+    found: list[Path] = []
     for item in map(Path, items):
         if item.is_dir():
             found += map(_path, sorted(_walk(str(item)), key=_parts_order))
@@ -199,17 +199,17 @@ def _shared(files: list[Path], head: Callable[[Path], str], size: Callable[[Path
     Hashing every file would read a whole corpus once more before parsing it; most files differ in size,
     and files of the same size mostly differ in their first block already.
     """
-    sized = []
+    sized: list[tuple[Path, int]] = []
     for path in files:
         with suppress(OSError):
             sized.append((path, size(path)))
-    counts = Counter(size for _, size in sized)
-    shared: set[object] = {size for size, count in counts.items() if count > 1}
+    counts = Counter(n for _, n in sized)
+    shared: set[object] = {n for n, count in counts.items() if count > 1}
     heads: set[tuple[int, str]] = set()
-    for path, size in sized:
-        if size in shared:
+    for path, n in sized:
+        if n in shared:
             with suppress(OSError):
-                key = (size, head(path))
+                key = (n, head(path))
                 (shared if key in heads else heads).add(key)
     return shared
 

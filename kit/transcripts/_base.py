@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import codecs
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -212,7 +212,8 @@ def _lines(handle: BinaryIO, path: Path, issues: Issues, at: Position) -> Iterat
     (a 1 GB line would otherwise take several GB). The whole lines of a chunk are checked as UTF-8
     together (``_utf8``); a line that check cannot vouch for is checked alone.
     """
-    number, pending, held, size, skipping = at.line, [], 0, FIRST_CHUNK, False
+    number, held, size, skipping = at.line, 0, FIRST_CHUNK, False
+    pending: list[bytes] = []  # the start of a line that runs on into the next chunk
     while chunk := handle.read(size):
         _advance(at, chunk)
         size = min(2 * size, CHUNK)
@@ -287,6 +288,12 @@ def text(value: object) -> str | None:
 def int_or_none(value: object) -> int | None:
     """An integer field as the canonical columns accept it (bools and other types are not counts)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def sum_or_none(values: Sequence[int | None]) -> int | None:
+    """The sum of ``values``, or None if any of them is unknown."""
+    known = [v for v in values if v is not None]
+    return sum(known) if len(known) == len(values) else None
 
 
 def file_summary(path: Path, fmt: str, rows: list[dict], **extra: object) -> dict:

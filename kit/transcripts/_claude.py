@@ -64,8 +64,13 @@ def piece(kind: object, ident: object, text: object, thinking: object, input_cha
     if kind == "thinking" and isinstance(thinking, str):
         return text_key("thinking", thinking), len(thinking)
     if kind in TOOL_BLOCKS:
-        return (kind, ident if isinstance(ident, str) else input_chars), input_chars
+        return tool_piece(kind, ident, input_chars)
     return None
+
+
+def tool_piece(kind: object, ident: object, input_chars: int) -> tuple[object, int]:
+    """The (key, characters) of a tool call block: keyed by its id (by its input's size if it has none)."""
+    return (kind, ident if isinstance(ident, str) else input_chars), input_chars
 
 
 def content_of(blocks: object) -> Content:
@@ -74,7 +79,9 @@ def content_of(blocks: object) -> Content:
         return Content([], [(text_key("text", blocks), len(blocks))])
     if not isinstance(blocks, list):
         return Content([], None)
-    calls, pieces, known = [], [], True
+    calls: list[tuple[object, object]] = []  # Content.calls
+    pieces: list[tuple[object, int]] = []  # Content.pieces
+    known = True
     for block in blocks:
         if not isinstance(block, dict):
             continue
@@ -100,7 +107,7 @@ class _Response:
     started_at: str | None
     sidechain: bool
     turn: int | None
-    tool_use_ids: list[str] = field(default_factory=list)
+    tool_use_ids: list[object] = field(default_factory=list)  # as the transcript gives them
     pieces: dict[object, int] | None = field(default_factory=dict)  # see ``Content``; None: chars unknown
 
 
@@ -123,7 +130,7 @@ class Responses:
     issues: Issues
     by_key: dict[str, _Response] = field(default_factory=dict)
     local: set[str] = field(default_factory=set)
-    calls: dict[str, tuple[str | None, int]] = field(default_factory=dict)
+    calls: dict[str, tuple[object, int]] = field(default_factory=dict)  # id -> (tool name as given, cycle)
     tools: list[dict] = field(default_factory=list)
     callers: list[int | None] = field(default_factory=list)
 

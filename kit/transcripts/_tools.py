@@ -63,10 +63,10 @@ _EXIT = re.compile(r"(?:Process exited with code|Exit code:?)\s*(-?\d+)")
 def exit_failed(text: str) -> bool:
     """Whether a shell result's text reports a non-zero exit status (Codex writes it in the output)."""
     match = _EXIT.search(text[:4096])
-    return bool(match) and int(match.group(1)) != 0
+    return match is not None and int(match.group(1)) != 0
 
 
-def result_row(cycle: int | None, name: str | None, chars: int, is_error: bool, trial_id: str | None = None) -> dict:
+def result_row(cycle: int | None, name: object, chars: int | None, is_error: bool, trial_id: str | None = None) -> dict:
     return {
         "trial_id": trial_id,
         "cycle": cycle,

@@ -78,7 +78,7 @@ def default_folder() -> Path:
     return Path(base) / "agent-ab-kit" / "parse"
 
 
-def file_key(path: Path) -> Key:
+def file_key(path: str | Path) -> Key:
     """What must be unchanged for a file's cached rows to stand: size, mtime, ctime, inode, content check.
 
     The ctime and inode catch a file rewritten with the same size whose mtime was put back (``os.utime``
@@ -143,28 +143,21 @@ class Store:
 
     def load(self) -> None:
         """Read the index and its segments; an unreadable or outdated cache is ignored (read again, rewritten)."""
+        folder = self.folder
+        if folder is None:
+            return
         try:
-            with open(self.folder / INDEX, "rb") as handle:
+            with open(folder / INDEX, "rb") as handle:
                 index = pickle.load(handle)
             if index.get("version") != VERSION:
                 return
             live: dict[str, str] = index["live"]
-            segments = {name: self._read_segment(name) for name in set(live.values())}
-            kept = {name: self._read_pieces(name) for name in segments}
+            segments = {name: _read_segment(folder, name) for name in set(live.values())}
+            kept = {name: _read_pieces(folder, name) for name in segments}
             pieces = {path: kept[name][path] for path, name in live.items()}
         except Exception:  # any damage to a cache means reading the files again, never failing
             return
         self.pieces, self.segments = pieces, segments
-
-    def _read_pieces(self, name: str) -> dict[str, Piece]:
-        with open(self.folder / f"{name}.pieces.pkl", "rb") as handle:
-            return pickle.load(handle)
-
-    def _read_segment(self, name: str) -> Segment:
-        return Segment(
-            pd.read_parquet(self.folder / f"{name}.requests.parquet"),
-            pd.read_parquet(self.folder / f"{name}.tools.parquet"),
-        )
 
     def fresh(self, path: Path, key: Key, fmt: str | None, tools: bool) -> Piece | None:
         """The cached piece of ``path`` if its key still holds (and format and tool reading match)."""
@@ -221,26 +214,41 @@ class Store:
         """Write new segments (rows, and their pieces once) and the index of live pieces, atomically; remove the
         files of segments no longer listed. The index names only each file's segment: rewriting every
         piece on every pass would cost more than reading the files that changed. A failure (a full disk)
-        is a warning: the tables were right, only the next run reads more."""
+        is a warning: the tables were right, only the next run reads more. A store without a folder keeps nothing."""
+        if self.folder is None:
+            return
         try:
-            self._write(segments, pieces)
+            _write(self.folder, segments, pieces)
         except OSError as exc:
             warnings.warn(f"parse cache {self.folder} not written: {exc}", stacklevel=1)
 
-    def _write(self, segments: dict[str, Segment], pieces: dict[str, Piece]) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        for name, seg in segments.items():
-            if (self.folder / f"{name}.pieces.pkl").exists():
-                continue
-            for part, frame in (("requests", seg.requests), ("tools", seg.tools)):
-                _atomic(self.folder / f"{name}.{part}.parquet", lambda tmp, f=frame: f.to_parquet(tmp, index=False))
-            own = {path: piece for path, piece in pieces.items() if piece.segment == name}
-            _atomic(self.folder / f"{name}.pieces.pkl", lambda tmp, own=own: _pickle(tmp, own))
-        index = {"version": VERSION, "live": {path: piece.segment for path, piece in pieces.items()}}
-        _atomic(self.folder / INDEX, lambda tmp: _pickle(tmp, index))
-        for stale in self.folder.glob("seg-*"):
-            if stale.name.split(".")[0] not in segments:
-                stale.unlink(missing_ok=True)
+
+def _read_pieces(folder: Path, name: str) -> dict[str, Piece]:
+    with open(folder / f"{name}.pieces.pkl", "rb") as handle:
+        return pickle.load(handle)
+
+
+def _read_segment(folder: Path, name: str) -> Segment:
+    return Segment(
+        pd.read_parquet(folder / f"{name}.requests.parquet"),
+        pd.read_parquet(folder / f"{name}.tools.parquet"),
+    )
+
+
+def _write(folder: Path, segments: dict[str, Segment], pieces: dict[str, Piece]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, seg in segments.items():
+        if (folder / f"{name}.pieces.pkl").exists():
+            continue
+        for part, frame in (("requests", seg.requests), ("tools", seg.tools)):
+            _atomic(folder / f"{name}.{part}.parquet", functools.partial(frame.to_parquet, index=False))
+        own = {path: piece for path, piece in pieces.items() if piece.segment == name}
+        _atomic(folder / f"{name}.pieces.pkl", functools.partial(_pickle, value=own))
+    index = {"version": VERSION, "live": {path: piece.segment for path, piece in pieces.items()}}
+    _atomic(folder / INDEX, functools.partial(_pickle, value=index))
+    for stale in folder.glob("seg-*"):
+        if stale.name.split(".")[0] not in segments:
+            stale.unlink(missing_ok=True)
 
 
 def _pickle(path: Path, value: object) -> None:
@@ -405,9 +413,9 @@ def _read_pass(items: list[tuple[str, Path, Key]], tools: bool, st: Store) -> tu
     keep = st.folder is not None
     work = []
     for fmt, path, key in items:
-        old = _resumable(st.pieces.get(str(path)), fmt, path, key, tools)
-        offset = old.at[0] if old is not None else 0
-        work.append(((fmt, str(path), old.state if old is not None else None), key[0] - offset))
+        resume = _resumable(st.pieces.get(str(path)), fmt, path, key, tools)
+        state, offset = resume if resume is not None else (None, 0)
+        work.append(((fmt, str(path), state), key[0] - offset))
     n = workers(sum(size for _, size in work))
     chunks = _chunks(work, n * CHUNKS_PER_WORKER if n > 1 else 1)
     if n > 1 and len(chunks) > 1:
@@ -430,10 +438,11 @@ def _read_pass(items: list[tuple[str, Path, Key]], tools: bool, st: Store) -> tu
     return name, segment, pieces
 
 
-def _resumable(piece: Piece | None, fmt: str, path: Path, key: Key, tools: bool) -> Piece | None:
-    """``piece`` if the file it was read from only grew since: same format, tool reading and inode, a
-    reader state kept, more bytes now, and the bytes that state read unchanged (their CRC-32, over all
-    of them: a file rewritten in place with the same start and end is read again whole)."""
+def _resumable(piece: Piece | None, fmt: str, path: Path, key: Key, tools: bool) -> tuple[bytes, int] | None:
+    """``piece``'s reader state and the bytes it read, if the file it was read from only grew since: same
+    format, tool reading and inode, a reader state kept, more bytes now, and the bytes that state read
+    unchanged (their CRC-32, over all of them: a file rewritten in place with the same start and end is
+    read again whole)."""
     if piece is None or piece.state is None or piece.at is None:
         return None
     offset, crc = piece.at
@@ -446,7 +455,7 @@ def _resumable(piece: Piece | None, fmt: str, path: Path, key: Key, tools: bool)
                 found, left = zlib.crc32(block, found), left - len(block)
     except OSError:
         return None
-    return piece if not left and found == crc else None
+    return (piece.state, offset) if not left and found == crc else None
 
 
 # --- assembling the tables ---------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from kit.transcripts._claude import (
     keep_rank,
     piece,
     text_key,
+    tool_piece,
     utf8_chars,
 )
 
@@ -232,7 +233,9 @@ def _content(raw: msgspec.Raw) -> Content:
         return content_of(msgspec.json.decode(raw))
     if not isinstance(blocks, list):
         return content_of(blocks)
-    calls, pieces, known = [], [], True
+    calls: list[tuple[object, object]] = []  # Content.calls
+    pieces: list[tuple[object, int]] = []  # Content.pieces
+    known = True
     for block in blocks:  # ``piece`` inlined for text: this runs for every assistant line
         kind = block.type
         if kind == "text" and type(value := block.text) is str:
@@ -242,7 +245,7 @@ def _content(raw: msgspec.Raw) -> Content:
                 calls.append((block.id, block.name))
             chars = utf8_chars(bytes(block.input))
             known &= chars > 0  # a call without its input: the response's size is unknown
-            pieces.append(piece(kind, block.id, None, None, chars))
+            pieces.append(tool_piece(kind, block.id, chars))
         elif (found := piece(kind, block.id, block.text, block.thinking, 0)) is not None:
             pieces.append(found)
     return Content(calls, pieces if known else None)

@@ -110,12 +110,14 @@ def _read_file(path: Path, issues: Issues) -> Parsed:
 def _reported(result: _Result, field: str) -> int | None:
     """The result's figure for a canonical field; output falls back to the sum over ``modelUsage``."""
     parts = [result.usage.get(k) for k in FIELDS[field]]
-    if all(isinstance(p, int) for p in parts):
-        return sum(parts)
+    counts = [p for p in parts if isinstance(p, int)]
+    if len(counts) == len(parts):
+        return sum(counts)
     if field == "output_tokens":
         outs = [as_dict(m).get("outputTokens") for m in result.model_usage.values()]
-        if outs and all(isinstance(o, int) for o in outs):
-            return sum(outs)
+        out_counts = [o for o in outs if isinstance(o, int)]
+        if outs and len(out_counts) == len(outs):
+            return sum(out_counts)
     return None
 
 
@@ -128,7 +130,13 @@ def _crosscheck(path: Path, turn: int, result: _Result, rows: list[dict], final_
         reported = _reported(result, field)
         note = ""
         partial = segment and not {r["cycle"] for r in segment} <= final_cycles
-        if field == "output_tokens" and partial and None not in (rows_sum, reported) and reported > rows_sum:
+        if (
+            field == "output_tokens"
+            and partial
+            and rows_sum is not None
+            and reported is not None
+            and reported > rows_sum
+        ):
             segment[-1]["output_tokens"] += reported - rows_sum
             note = (
                 f"per-event output_tokens are partial streaming snapshots (sum {rows_sum}); "

@@ -72,7 +72,9 @@ def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
 def _read_file(path: Path, issues: Issues, out: Parsed) -> list[_Turn]:
     thread = f"(no thread.started in {path})"
     turns: list[_Turn] = []
-    calls, chars, tools = 0, 0, []
+    calls = 0
+    chars: int | None = 0  # None once an item's output is not known
+    tools: list[dict] = []
     for number, line in json_lines(path, issues):
         kind = text(line.get("type"))
         if kind == "thread.started":

@@ -329,7 +329,8 @@ class _File:
         turn_id = payload.turn_id
         if self.replaying:
             started = uuid7_ms(turn_id)
-            own = (started >= self.fork_ms) if None not in (started, self.fork_ms) else kind == "turn_context"
+            fork = self.fork_ms
+            own = started >= fork if started is not None and fork is not None else kind == "turn_context"
             if not own:
                 return
             self.replaying = False

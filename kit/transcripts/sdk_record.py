@@ -13,7 +13,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kit.transcripts import _usage
-from kit.transcripts._base import Issues, Parsed, as_dict, as_list, file_summary, int_or_none, json_lines, text
+from kit.transcripts._base import (
+    Issues,
+    Parsed,
+    as_dict,
+    as_list,
+    file_summary,
+    int_or_none,
+    json_lines,
+    sum_or_none,
+    text,
+)
 from kit.transcripts._claude import content_of
 
 FORMAT = "sdk_record"
@@ -64,7 +74,7 @@ def output_chars(api: str, response: dict) -> int | None:
     (Messages: the input's compact JSON); None where a part of it is not shown as text."""
     if api == "responses":
         sizes = [_responses_item(as_dict(i)) for i in as_list(response.get("output"))]
-        return None if None in sizes else sum(sizes)
+        return sum_or_none(sizes)
     if api == "chat":
         choices = as_list(response.get("choices")) or [{}]
         message = as_dict(as_dict(choices[0]).get("message"))
@@ -73,7 +83,8 @@ def output_chars(api: str, response: dict) -> int | None:
         chars += sum(_string(message.get(k)) or 0 for k in ("refusal", "reasoning_content"))
         calls = [as_dict(as_dict(c).get("function")) for c in as_list(message.get("tool_calls"))]
         arguments = [_string(f.get("arguments")) for f in calls]
-        return None if None in arguments else chars + sum(arguments)
+        written = sum_or_none(arguments)
+        return None if written is None else chars + written
     pieces = content_of(response.get("content")).pieces
     return None if pieces is None else sum(chars for _, chars in pieces)
 
