@@ -27,8 +27,9 @@ test: install e2e-tools-if-reachable browser-tools-if-reachable
 test-all: install e2e-tools-if-reachable browser-tools-if-reachable
 	$(BIN)/python -m pytest -q -n 2 -m "slow or not slow"
 
+# Ruff, then the type checker (its settings: [tool.mypy] in pyproject.toml).
 lint: install
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy
 
 # The real Codex CLI and Claude Code, pinned, into a git-ignored folder (tests skip without them).
 e2e-tools:
