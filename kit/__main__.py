@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from kit.errors import InputError, KitError
+
 
 def _shown(path: Path) -> str:
     """``path`` relative to the working folder when below it (``outputs/<batch>``), else absolute."""
@@ -38,7 +40,7 @@ def _batch(argv: list[str]) -> int:
     try:
         params = pipeline.load_params(args.file, args.yaml, [tuple(p) for p in args.pairs])
         folder = pipeline.execute(params, stages=[s for s in args.stages.split(",") if s])
-    except (pipeline.StageFailed, ValueError) as exc:  # ValueError covers ParamError: a named, located message
+    except KitError as exc:  # a named, located mistake (ParamError, StageFailed …); a bug keeps its traceback
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"batch folder: {_shown(folder)}")
@@ -72,7 +74,7 @@ def _served_batch(file: str | None, yaml_texts: list[str], pairs: list[tuple[str
 
     params = pipeline.load_params(file, yaml_texts, pairs)
     if params.get("salt") is None:
-        raise ValueError("serving as a batch needs the batch's salt: -p salt S (the manifest's salt)")
+        raise InputError("serving as a batch needs the batch's salt: -p salt S (the manifest's salt)")
     return vars(run.provider_settings(run.configure(params), params["salt"]))
 
 

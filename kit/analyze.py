@@ -17,6 +17,7 @@ import pandas as pd
 
 from kit import cachemodel, metrics, occupancy, occupancy_block, pricing, stats
 from kit.design_table import arm_settings
+from kit.errors import InputError
 from kit.layout import BatchDir, write_json, write_table
 
 RATIO_METRICS = ["total_tokens", "uncached_input_tokens", "structural_uncached", "cycles", "output_tokens"]
@@ -160,7 +161,7 @@ def analyze_batches(
     arms = list(design["arms"])
     baseline = baseline or arms[0]
     if baseline not in arms:
-        raise ValueError(f"parameter 'baseline': {baseline!r} is not an arm of the batch; accepted: {arms}")
+        raise InputError(f"parameter 'baseline': {baseline!r} is not an arm of the batch; accepted: {arms}")
     trials = _priced(_structural(data["trials"], data["segments"]), data["requests"])
     design["shared_first_prefix_tokens"] = shared_first_prefix(data["segments"])
     metrics_used = [*RATIO_METRICS, *[c for c in PRICED if trials[c].notna().any()]]

@@ -29,6 +29,7 @@ from typing import SupportsIndex
 import numpy as np
 import pandas as pd
 
+from kit.errors import InputError
 from kit.provider.cache import CacheEngine, CacheProfile, Segment
 
 # The ideal cache of docs/method.md#structural-cache as an engine profile: every boundary stored, exact
@@ -119,7 +120,7 @@ def warmth_sweep(
     for arm in (a, b):
         members[arm] = np.flatnonzero(trial_arm == arm)
         if members[arm].size == 0:
-            raise ValueError(f"warmth_sweep: no trials of arm {arm!r} (arms present: {sorted(set(trial_arm))})")
+            raise InputError(f"warmth_sweep: no trials of arm {arm!r} (arms present: {sorted(set(trial_arm))})")
     input_per_trial = np.bincount(codes, weights=batch.input_tokens, minlength=len(trials))
     uncached = np.empty((grid.size, len(trials)))
     for k, level in enumerate(grid):
@@ -163,12 +164,12 @@ def _band(a: np.ndarray, b: np.ndarray, seed: int, n_boot: int, confidence: floa
 def _sweep_grid(levels: int | Sequence[float], confidence: float, n_boot: int) -> np.ndarray:
     """The survival levels of a sweep, its settings checked first (a located message for each)."""
     if not 0.0 < confidence < 1.0:
-        raise ValueError(f"warmth_sweep: confidence must be within (0, 1), got {confidence!r}")
+        raise InputError(f"warmth_sweep: confidence must be within (0, 1), got {confidence!r}")
     if n_boot < 1:
-        raise ValueError(f"warmth_sweep: n_boot must be positive, got {n_boot!r}")
+        raise InputError(f"warmth_sweep: n_boot must be positive, got {n_boot!r}")
     grid = np.linspace(0.0, 1.0, levels) if isinstance(levels, int) else np.asarray(levels, dtype=float)
     if grid.size == 0 or np.any((grid < 0) | (grid > 1)) or np.any(np.isnan(grid)):
-        raise ValueError(f"warmth_sweep: levels must be survival values within [0, 1], got {levels!r}")
+        raise InputError(f"warmth_sweep: levels must be survival values within [0, 1], got {levels!r}")
     return grid
 
 
@@ -194,7 +195,7 @@ class _Batch:
         times = pd.to_numeric(requests["t"], errors="coerce").to_numpy(dtype=float)
         bad = np.flatnonzero(~np.isfinite(times))
         if bad.size:
-            raise ValueError(f"{_where(requests, bad[0])}: t must be a finite number of seconds")
+            raise InputError(f"{_where(requests, bad[0])}: t must be a finite number of seconds")
         segments = _segments_column(requests)
         n = len(requests)
         domains = [_SHARED_DOMAIN] * n if domain_by is None else requests[domain_by].astype(str).tolist()
@@ -230,7 +231,7 @@ class _Batch:
 def _require(requests: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in requests.columns]
     if missing:
-        raise ValueError(f"{what}: requests lack column(s) {missing}; have {list(requests.columns)}")
+        raise InputError(f"{what}: requests lack column(s) {missing}; have {list(requests.columns)}")
 
 
 def _order(requests: pd.DataFrame, by: Sequence[str]) -> np.ndarray:
@@ -246,7 +247,7 @@ def _trial_arms(requests: pd.DataFrame, codes: np.ndarray, n_trials: int) -> np.
         if out[code] is None:
             out[code] = arm
         elif out[code] != arm:
-            raise ValueError(f"{_where(requests, row)}: trial appears under arms {out[code]!r} and {arm!r}")
+            raise InputError(f"{_where(requests, row)}: trial appears under arms {out[code]!r} and {arm!r}")
     return out
 
 
@@ -267,7 +268,7 @@ def _segments_column(requests: pd.DataFrame) -> list[list[Segment]]:
 def _segments(value: object, requests: pd.DataFrame, row: int) -> list[Segment]:
     """One request's segments from lists, dicts or ``Segment`` s (as Parquet or JSON give them back)."""
     if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
-        raise ValueError(f"{_where(requests, row)}: segments must be a list of [digest, tokens, breakpoint]")
+        raise InputError(f"{_where(requests, row)}: segments must be a list of [digest, tokens, breakpoint]")
     out = []
     for k, item in enumerate(value):
         if isinstance(item, Segment):
@@ -284,7 +285,7 @@ def _segments(value: object, requests: pd.DataFrame, row: int) -> list[Segment]:
             breakpoint = None
         count = operator.index(tokens) if isinstance(tokens, SupportsIndex) else -1
         if not isinstance(digest, str) or not digest or count < 0 or not isinstance(breakpoint, (str, type(None))):
-            raise ValueError(
+            raise InputError(
                 f"{_where(requests, row)}: segment {k}: expected [digest (str), tokens (int >= 0), "
                 f"breakpoint (str or None)], got {item!r}"
             )

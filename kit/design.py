@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 
 import yaml
 
+from kit.errors import KitError
 from kit.provider.policy import CACHE_BUST_TOOL
 
 ORDERS = ("alternate", "random", "blocked")
@@ -32,7 +33,7 @@ SETTINGS = ("model", "effort", "codex_bin", "claude_bin")  # what an arm may set
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-class ParamError(ValueError):
+class ParamError(KitError, ValueError):
     """A parameter is wrong; the message names it and the accepted values."""
 
     def __init__(self, name: str, problem: str, accepted: object) -> None:

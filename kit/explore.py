@@ -38,6 +38,7 @@ from nbconvert import HTMLExporter
 from PIL import Image
 
 from kit import cachemodel, htmlexport, plots, stats
+from kit.errors import InputError
 from kit.layout import atomic_write, write_text
 from kit.redact import redact_text
 
@@ -84,7 +85,7 @@ def batch_folders(pattern: str | Path | Sequence[str | Path], root: str | Path |
                 found |= hits
                 break
     if not found:
-        raise ValueError(
+        raise InputError(
             f"parameter 'batch_glob': {pattern!r} matches no analysed batch folder (one holding analysis/design.json) "
             f"under {bases[0]} or {ROOT}; accepted: a glob such as 'outputs/examples/*'"
         )
@@ -123,7 +124,7 @@ def load(pattern: str | Path | Sequence[str | Path], root: str | Path | None = N
         design, frames = _read_folder(folder)
         bid = _batch_id(design)
         if bid in folders:
-            raise ValueError(f"batch {bid!r} is in two folders, {folders[bid]} and {folder}; glob only one of them")
+            raise InputError(f"batch {bid!r} is in two folders, {folders[bid]} and {folder}; glob only one of them")
         folders[bid], designs[bid] = folder, design
         for name, frame in frames.items():
             if "batch" not in frame.columns:
@@ -133,7 +134,7 @@ def load(pattern: str | Path | Sequence[str | Path], root: str | Path | None = N
     twice = tables["trials"][tables["trials"].duplicated(["batch", "trial_id"], keep=False)]
     if len(twice):
         first = twice.iloc[0]
-        raise ValueError(
+        raise InputError(
             f"trial {first['batch']}/{first['trial_id']} is read from more than one folder (a batch analysed "
             "alone and inside a multi-batch analysis?); glob only one of them"
         )
@@ -208,7 +209,7 @@ def _pair(b: Batches, arm_a: str | None, arm_b: str | None) -> tuple[str, str]:
         return str(arm_a), str(arm_b)
     if len(present) == 1:
         return present[0]
-    raise ValueError(
+    raise InputError(
         f"parameters 'arm_a'/'arm_b': the loaded batches compare several pairs; accepted: one of {present}"
     )
 
@@ -240,7 +241,7 @@ def pooled_warmth(b: Batches, arms: tuple[str, str], batches: list[str], seed: i
     """
     profiles = {b.designs[x].get("profile") or "openai-implicit" for x in batches}
     if len(profiles) != 1:
-        raise ValueError(f"pooled warmth: the batches use different cache profiles {sorted(profiles)}; pool one")
+        raise InputError(f"pooled warmth: the batches use different cache profiles {sorted(profiles)}; pool one")
     segments = pd.concat(
         [pd.read_parquet(b.folders[x] / "tables" / "segments.parquet") for x in batches], ignore_index=True
     )
@@ -268,13 +269,13 @@ def warmth_figure(
     with_curve = sorted(set(warmth["batch"]))
     points = sorted(set(observed["batch"].astype(str)))
     if not with_curve:
-        raise ValueError(f"no loaded batch has a warmth sweep of {arm_a} / {arm_b}; pairs: {comparisons(b)}")
+        raise InputError(f"no loaded batch has a warmth sweep of {arm_a} / {arm_b}; pairs: {comparisons(b)}")
     if curve == "pooled":
         source, warmth = f"pooled over {len(with_curve)} batches", pooled_warmth(b, (arm_a, arm_b), with_curve, seed)
     else:
         curve = curve or with_curve[0]
         if curve not in with_curve:
-            raise ValueError(f"parameter 'curve': {curve!r} has no {arm_a}/{arm_b} sweep; accepted: {with_curve}")
+            raise InputError(f"parameter 'curve': {curve!r} has no {arm_a}/{arm_b} sweep; accepted: {with_curve}")
         source, warmth = f"batch {curve}", warmth[warmth["batch"] == curve]
     fig = plots.warmth_vs_ratio(warmth, observed, _merged_design(b, points or with_curve, (arm_a, arm_b)))
     ax = fig.axes[0]

@@ -39,6 +39,7 @@ from scipy import stats as scipy_stats
 from kit import cachemodel, pricing, schema
 from kit import occupancy as occ
 from kit import parse as parse_stage
+from kit.errors import InputError
 from kit.stats import STITCH_LABEL
 from kit.transcripts import _files, sources
 from kit.transcripts import cache as parse_cache
@@ -237,7 +238,7 @@ def usage(req: pd.DataFrame, by: str) -> pd.DataFrame:
 def views(req: pd.DataFrame, group_by: list[str] | tuple[str, ...] = VIEWS) -> dict[str, pd.DataFrame]:
     unknown = set(group_by) - set(VIEWS)
     if unknown:
-        raise ValueError(f"group_by: unknown view(s) {sorted(unknown)}; expected some of {list(VIEWS)}")
+        raise InputError(f"group_by: unknown view(s) {sorted(unknown)}; expected some of {list(VIEWS)}")
     return {by: usage(req, by) for by in group_by}
 
 
@@ -489,9 +490,9 @@ def compare(history: History, spec: dict, session_table: pd.DataFrame | None = N
     ``"names": [a, b]``). Main sessions only; each session's totals include its subagents."""
     by = spec.get("by", "period")
     if by not in ("period", "project", "model"):
-        raise ValueError(f"compare.by: expected period, project or model, got {by!r}")
+        raise InputError(f"compare.by: expected period, project or model, got {by!r}")
     if "a" not in spec or "b" not in spec:
-        raise ValueError("compare: expected keys 'a' and 'b' (a period [since, until], or project/model names)")
+        raise InputError("compare: expected keys 'a' and 'b' (a period [since, until], or project/model names)")
     table = session_table if session_table is not None else sessions(history)
     if by == "model":
         main = history.requests[history.requests["agent"] == "main"]
@@ -576,7 +577,7 @@ def analyze(
     """Read and analyse a history (``paths`` None: ``default_paths()``); ``top`` sessions get their block printed."""
     paths = [Path(p).expanduser() for p in (paths or default_paths())]
     if not paths:
-        raise ValueError("no transcript folder found: pass PATH (defaults: ~/.claude/projects, ~/.codex/sessions)")
+        raise InputError("no transcript folder found: pass PATH (defaults: ~/.claude/projects, ~/.codex/sessions)")
     history = load(paths, since, until, cache)
     session_table = sessions(history)
     occupancy_rows = occupancy(history, window_tokens)

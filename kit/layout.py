@@ -22,6 +22,7 @@ import orjson
 import pandas as pd
 
 from kit.design import ParamError
+from kit.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,5 +167,5 @@ def batch_paths(
     if batch_dirs is None:
         return [batch_path(batch_dir, outputs_dir, batch)]
     if not isinstance(batch_dirs, list) or not batch_dirs:
-        raise ValueError("parameter 'batch_dirs': accepted: a non-empty list of batch folder paths, or None")
+        raise InputError("parameter 'batch_dirs': accepted: a non-empty list of batch folder paths, or None")
     return [require_batch(from_root(p), "batch_dirs") for p in batch_dirs]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from kit import stats
+from kit.errors import InputError
 from kit.schema import TOKENS
 
 META_COLUMNS = [
@@ -44,11 +45,11 @@ def _check_meta(meta: pd.DataFrame) -> None:
     stats.require_columns(meta, META_REQUIRED, "trial_table(meta)")
     dup = meta.loc[meta["trial_id"].duplicated(), "trial_id"]
     if not dup.empty:
-        raise ValueError(f"trial_table(meta): trial_id repeated: {', '.join(map(str, dup.unique()))}")
+        raise InputError(f"trial_table(meta): trial_id repeated: {', '.join(map(str, dup.unique()))}")
     bad = meta.loc[~meta["status"].isin(STATUSES), ["trial_id", "status"]]
     if not bad.empty:
         trial, status = bad.iloc[0]
-        raise ValueError(f"trial_table(meta): trial {trial}: status {status!r}, expected one of {sorted(STATUSES)}")
+        raise InputError(f"trial_table(meta): trial {trial}: status {status!r}, expected one of {sorted(STATUSES)}")
 
 
 def _where(requests: pd.DataFrame, i: int) -> str:
@@ -64,7 +65,7 @@ def _check_requests(requests: pd.DataFrame, meta: pd.DataFrame) -> None:
     stray = requests.index[~requests["trial_id"].isin(known_ids)]
     if len(stray):
         i = stray[0]
-        raise ValueError(
+        raise InputError(
             f"{_where(requests, i)}: trial_id {requests.loc[i, 'trial_id']!r} has no meta row "
             f"({len(stray)} request row(s) without a trial)"
         )
@@ -80,7 +81,7 @@ def _check_requests(requests: pd.DataFrame, meta: pd.DataFrame) -> None:
         wrong = requests.index[(given.notna() & expected.notna() & differ).fillna(False)]
         if len(wrong):
             i = wrong[0]
-            raise ValueError(
+            raise InputError(
                 f"{_where(requests, i)}: trial {requests.loc[i, 'trial_id']}: {col} is "
                 f"{requests.loc[i, col]!r} in requests but {expected[i]!r} in meta"
             )
@@ -179,7 +180,7 @@ def headline(
     ``ratios`` is :func:`kit.stats.ratios` output; the baseline's own ratio columns stay empty.
     """
     if not (trials["arm"] == baseline).any():
-        raise ValueError(f"headline(): baseline arm {baseline!r} not in trials; arms: {sorted(trials['arm'].unique())}")
+        raise InputError(f"headline(): baseline arm {baseline!r} not in trials; arms: {sorted(trials['arm'].unique())}")
     summary = arm_summary(trials, ["total_tokens"], confidence=confidence, seed=seed)
     chosen = ratios[(ratios["metric"] == "total_tokens") & (ratios["baseline"] == baseline)].set_index("arm")
     order = [baseline, *[a for a in summary["arm"] if a != baseline]]

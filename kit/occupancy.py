@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from kit.errors import InputError
 from kit.stats import require_columns
 
 WINDOW_TOKENS = 200_000
@@ -378,19 +379,19 @@ def _check(requests: pd.DataFrame, tool_results: pd.DataFrame, keys: list[str]) 
     for name, frame in (("requests", requests), ("tool_results", tool_results)):
         bad = frame.index[frame["trial_id"].isna() | frame["cycle"].isna()]
         if len(bad):
-            raise ValueError(f"occupancy({name}): row {bad[0]} has no trial_id or cycle; fill them (parse stage) first")
+            raise InputError(f"occupancy({name}): row {bad[0]} has no trial_id or cycle; fill them (parse stage) first")
     dup = requests.duplicated([*keys, "cycle"])
     if dup.any():
         row = requests[dup].iloc[0]
         where = f" ({row['source_path']}:{row['source_line']})" if "source_path" in requests else ""
-        raise ValueError(
+        raise InputError(
             f"occupancy(requests): trial {row['trial_id']} has cycle {row['cycle']} twice{where}; one window per "
             "trial is measured, so number a trial's transcript files across the trial (the parse stage does) and "
             "mark subagent responses (sidechain)"
         )
     bad_chars = tool_results.index[tool_results["chars"].isna() | (tool_results["chars"] < 0)]
     if len(bad_chars):
-        raise ValueError(f"occupancy(tool_results): row {bad_chars[0]}: chars must be a known count >= 0")
+        raise InputError(f"occupancy(tool_results): row {bad_chars[0]}: chars must be a known count >= 0")
 
 
 def _compactions(events: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame:

@@ -28,6 +28,7 @@ import pandas as pd
 
 from kit import occupancy as occ
 from kit import stats
+from kit.errors import KitError
 
 LABELS = {  # occupancy category -> the block's label
     occ.CONTEXT: "final context",
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in files:
         try:
             rows = session(path, args.window_tokens)
-        except (ValueError, OSError) as exc:
+        except (KitError, OSError) as exc:
             print(f"{path}: {exc}", file=sys.stderr)
             continue
         if rows.empty or (rows["calibration"] == "usage unknown").all():

@@ -18,9 +18,10 @@ from kit import design
 from kit.agents.base import TrialSpec
 from kit.backends import BACKENDS
 from kit.design import Arm
+from kit.errors import KitError
 
 
-class PingRefused(ValueError):
+class PingRefused(KitError, ValueError):
     """The ping cannot start (no such backend here, no API key); the message says what is missing."""
 
 

@@ -35,6 +35,7 @@ from traitlets import CaselessStrEnum, default
 from kit import params as kit_params
 from kit.backends import BACKENDS
 from kit.design import ParamError
+from kit.errors import InputError, KitError
 from kit.layout import ROOT, atomic_write, from_root, latest_batch, require_batch, shown, write_text
 from kit.redact import redact_text
 
@@ -42,7 +43,7 @@ NOTEBOOKS = ROOT / "notebooks"
 STAGES = ("run", "parse", "analyze", "plot")
 
 
-class StageFailed(RuntimeError):
+class StageFailed(KitError, RuntimeError):
     """A notebook failed; ``notebook`` is the executed copy holding the error."""
 
     def __init__(self, stage: str, notebook: Path, cause: Exception) -> None:
@@ -93,9 +94,9 @@ def _yaml_mapping(text: str, where: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ValueError(f"{where}: not valid YAML ({' '.join(str(exc).split())})") from None
+        raise InputError(f"{where}: not valid YAML ({' '.join(str(exc).split())})") from None
     if not isinstance(data, dict | None):
-        raise ValueError(f"{where}: expected a mapping of parameter names to values, got {type(data).__name__}")
+        raise InputError(f"{where}: expected a mapping of parameter names to values, got {type(data).__name__}")
     return data or {}
 
 
@@ -106,7 +107,7 @@ def load_params(file: str | None, yaml_strings: Sequence[str] = (), pairs: Seque
         try:
             text = Path(file).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ValueError(f"parameters file {file}: {(exc.strerror or str(exc)).lower()}") from None
+            raise InputError(f"parameters file {file}: {(exc.strerror or str(exc)).lower()}") from None
         params.update(_yaml_mapping(text, f"parameters file {file}"))
     for text in yaml_strings:
         params.update(_yaml_mapping(text, f"-y {text!r}"))

@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, PercentFormatter
 
+from kit.errors import InputError
 from kit.layout import atomic_write
 from kit.metrics import arm_summary
 from kit.occupancy_block import COMPARISON_COLUMNS
@@ -167,7 +168,7 @@ def _thousands(ax: Axes, axis: str = "y") -> None:
 def _require(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ValueError(f"{what}: missing columns {missing} (docs/tables.md); got {list(df.columns)}")
+        raise InputError(f"{what}: missing columns {missing} (docs/tables.md); got {list(df.columns)}")
 
 
 def _ok_trials(trials: pd.DataFrame) -> pd.DataFrame:

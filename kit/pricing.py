@@ -24,6 +24,8 @@ from typing import Literal
 import pandas as pd
 import yaml
 
+from kit.errors import InputError
+
 Card = Literal["usd", "credits"]
 
 CARD_FILES: dict[str, tuple[str, ...]] = {
@@ -47,9 +49,9 @@ def _load_file(name: str) -> list[dict]:
         row = {**defaults, **raw}
         missing = [k for k in REQUIRED_ROW_KEYS if row.get(k) is None]
         if missing:
-            raise ValueError(f"{path}: rows[{i}] ({row.get('model', '?')}): missing {', '.join(missing)}")
+            raise InputError(f"{path}: rows[{i}] ({row.get('model', '?')}): missing {', '.join(missing)}")
         if row["provider"] == "anthropic" and (row.get("write_5m") is None or row.get("write_1h") is None):
-            raise ValueError(f"{path}: rows[{i}] ({row['model']}): an Anthropic row needs write_5m and write_1h")
+            raise InputError(f"{path}: rows[{i}] ({row['model']}): an Anthropic row needs write_5m and write_1h")
         rows.append(row)
     return rows
 
@@ -57,7 +59,7 @@ def _load_file(name: str) -> list[dict]:
 @cache
 def _card_rows(card: str) -> tuple[dict, ...]:
     if card not in CARD_FILES:
-        raise ValueError(f"unknown rate card {card!r}: expected one of {sorted(CARD_FILES)}")
+        raise InputError(f"unknown rate card {card!r}: expected one of {sorted(CARD_FILES)}")
     return tuple(row for name in CARD_FILES[card] for row in _load_file(name))
 
 
@@ -99,7 +101,7 @@ def _effective_rates(row: dict) -> dict[str, float]:
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
     if name not in frame.columns:
-        raise ValueError(f"price(): the table has no {name!r} column (expected canonical request or trial columns)")
+        raise InputError(f"price(): the table has no {name!r} column (expected canonical request or trial columns)")
     return frame[name].astype("Float64")
 
 
@@ -114,9 +116,9 @@ def price(frame: pd.DataFrame, card: Card = "usd") -> pd.Series:
     """
     name = OUTPUT_NAMES.get(card)
     if name is None:
-        raise ValueError(f"unknown rate card {card!r}: expected one of {sorted(CARD_FILES)}")
+        raise InputError(f"unknown rate card {card!r}: expected one of {sorted(CARD_FILES)}")
     if "model" not in frame.columns:
-        raise ValueError("price(): the table has no 'model' column")
+        raise InputError("price(): the table has no 'model' column")
     is_trial_table = "cycles" in frame.columns and "cycle" not in frame.columns
     original_index = frame.index
     frame = frame.reset_index(drop=True)  # positional labels: the caller's index may repeat
@@ -187,7 +189,7 @@ def _model_cost(row: dict, t: _Tokens, model: str, index: pd.Index, is_trial_tab
     bad = fresh < 0
     if bad.fillna(False).any():
         first = index[bad[bad.fillna(False)].index[0]]
-        raise ValueError(
+        raise InputError(
             f"price(): row {first!r} ({model}): cache_read + cache_write exceed input_tokens; "
             "canonical rows hold every prompt token in input_tokens"
         )

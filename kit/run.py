@@ -51,6 +51,7 @@ from kit.agents.base import TrialOutcome, TrialSpec
 from kit.agents.cli_common import resolve_binary, version
 from kit.backends import BACKENDS
 from kit.design import Arm, ParamError, Slot
+from kit.errors import KitError
 from kit.layout import BatchDir, atomic_write, from_root, sha256_tree, write_json, write_text
 from kit.params import RUN, STOP_RULE, did_you_mean, validate
 from kit.provider.policy import Policy
@@ -81,7 +82,7 @@ def runner(backend: str) -> Callable[[str, TrialSpec], TrialOutcome]:
     return BACKENDS[backend].runner()
 
 
-class RunIncomplete(RuntimeError):
+class RunIncomplete(KitError, RuntimeError):
     """Some trials could not be recorded; ``errors`` maps each trial id to its reason."""
 
     def __init__(self, batch_dir: Path, errors: dict[str, str]) -> None:

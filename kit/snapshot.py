@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from kit import design, metrics, stats
+from kit.errors import KitError
 from kit.schema import TOKENS
 from kit.tokens import count
 
@@ -45,7 +46,7 @@ _TABLE_COLUMNS = [
 ]  # fmt: skip
 
 
-class SnapshotError(ValueError):
+class SnapshotError(KitError, ValueError):
     """A snapshot file is malformed; the message names the file and the place in it."""
 
 

@@ -42,6 +42,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from kit.design import ParamError
+from kit.errors import InputError, KitError
 
 STITCH_LABEL = "cross-run stitch"
 MIN_RUNS = 5  # below this many runs per arm there is no interval (docs/method.md#intervals)
@@ -81,7 +82,7 @@ Statistic = Callable[..., np.ndarray]
 Bounds = tuple[np.ndarray, np.ndarray, np.ndarray]  # estimate, lower, upper on the statistic's scale
 
 
-class StitchError(ValueError):
+class StitchError(KitError, ValueError):
     """Two arms were compared across batches that never ran them together (docs/method.md#stitch)."""
 
 
@@ -101,7 +102,7 @@ def _mean_stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
 def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise ValueError(f"{what}: missing column(s) {', '.join(missing)}; have {', '.join(map(str, frame.columns))}")
+        raise InputError(f"{what}: missing column(s) {', '.join(missing)}; have {', '.join(map(str, frame.columns))}")
 
 
 def check_options(confidence: float) -> None:
@@ -436,7 +437,7 @@ def two_level_means(
     k, n_samples = len(groups), len(groups[0])
     lens = np.array([[len(g[j]) for j in range(n_samples)] for g in groups], dtype=np.int64)
     if paired and not (lens == lens[:, :1]).all():
-        raise ValueError("two_level_means(paired=True): samples must have equal lengths in every batch")
+        raise InputError("two_level_means(paired=True): samples must have equal lengths in every batch")
     widths = lens.max(axis=0)
     padded = []
     for j in range(n_samples):
@@ -610,11 +611,11 @@ def _pairing(sel: _Selection, *, paired: bool | None, matched: bool) -> bool:
     """
     if sel.label:
         if paired:
-            raise ValueError("ratio(): a cross-run stitch cannot be paired (no batch holds both arms)")
+            raise InputError("ratio(): a cross-run stitch cannot be paired (no batch holds both arms)")
         return False
     problems = _runs_match(sel.fa, sel.fb, sel.used)
     if paired and problems:
-        raise ValueError(f"ratio(paired=True): runs must match one to one in every batch; {'; '.join(problems)}")
+        raise InputError(f"ratio(paired=True): runs must match one to one in every batch; {'; '.join(problems)}")
     if paired is not None:
         return paired
     if matched and problems:
@@ -746,7 +747,7 @@ def _checked(trials: pd.DataFrame, metric: str, a: str, b: str, method: str, con
     check_options(confidence)
     for name in (a, b):
         if not (trials["arm"] == name).any():
-            raise ValueError(
+            raise InputError(
                 f"ratio(): no trials of arm {name!r}; arms present: {sorted(trials['arm'].dropna().unique())}"
             )
     ok = _ok(trials)
@@ -886,7 +887,7 @@ def per_prompt_savings(
     table = values.dropna(subset=["value"]).groupby(["prompt", "arm"], sort=False)["value"].mean().unstack("arm")
     for name in (arm, control):
         if name not in table.columns:
-            raise ValueError(f"per_prompt_savings(): no values for arm {name!r}; have {sorted(table.columns)}")
+            raise InputError(f"per_prompt_savings(): no values for arm {name!r}; have {sorted(table.columns)}")
     both = table[[arm, control]].dropna()
     notes = []
     if len(both) < len(table):
@@ -1142,7 +1143,7 @@ def _runs_needed(
     elif effect is not None:
         ok = (q + sps.norm.ppf(assurance)) * se <= abs(math.log(effect))
     else:
-        raise ValueError("_runs_needed: give precision or effect")
+        raise InputError("_runs_needed: give precision or effect")
     if not ok.any():
         raise ParamError(
             "precision" if precision is not None else "effect",

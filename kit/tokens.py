@@ -22,6 +22,8 @@ import tiktoken
 import tiktoken.load
 from tiktoken_ext import openai_public
 
+from kit.errors import InputError, KitError
+
 SHA256 = {
     "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
@@ -30,7 +32,7 @@ _CONSTRUCTORS = {"o200k_base": openai_public.o200k_base, "cl100k_base": openai_p
 _LOCK = threading.Lock()
 
 
-class VocabularyError(RuntimeError):
+class VocabularyError(KitError, RuntimeError):
     """The shipped vocabulary is missing or does not match its published hash."""
 
 
@@ -42,7 +44,7 @@ def _cache_dir() -> Path:
 def vocabulary_path(name: str) -> Path:
     """Path of the decompressed, hash-checked ``.tiktoken`` file for ``name``."""
     if name not in SHA256:
-        raise ValueError(f"unknown encoding {name!r}; known: {sorted(SHA256)}")
+        raise InputError(f"unknown encoding {name!r}; known: {sorted(SHA256)}")
     target = _cache_dir() / f"{name}.tiktoken"
     if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == SHA256[name]:
         return target

@@ -166,3 +166,32 @@ def test_written_files_are_readable_by_others_as_a_plain_open_makes_them(tmp_pat
     finally:
         os.umask(old)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left behind
+
+
+def test_every_kit_error_class_has_the_one_root_and_a_bug_keeps_its_traceback(monkeypatch, capsys):
+    """The CLI prints a KitError as one line; anything else is a bug and is raised with its traceback."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import kit
+    from kit import __main__ as cli
+    from kit import pipeline
+    from kit.errors import KitError
+
+    modules = [importlib.import_module(m.name) for m in pkgutil.walk_packages(kit.__path__, "kit.")]
+    ours = {
+        obj
+        for module in modules
+        for _, obj in inspect.getmembers(module, inspect.isclass)
+        if issubclass(obj, Exception) and obj.__module__.startswith("kit") and not obj.__name__.startswith("_")
+    }
+    assert kit and ours and all(issubclass(cls, KitError) for cls in ours), sorted(c.__name__ for c in ours)
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(pipeline, "execute", broken)
+    with pytest.raises(ZeroDivisionError):
+        cli._batch(["-f", "params/demo.yaml"])
+    assert "error:" not in capsys.readouterr().err

@@ -45,6 +45,7 @@ from pathlib import Path
 from kit.agents import cli_common as cli
 from kit.agents import mcp_server, sessions
 from kit.agents.base import TrialOutcome, TrialSpec
+from kit.errors import InputError
 
 NAME = "claude"
 STDOUT, STDERR = "claude_stdout.jsonl", "claude_stderr.log"
@@ -60,7 +61,7 @@ def settings(workdir: Path) -> dict:
 
 def cache_env(ttl: str) -> dict[str, str]:
     if ttl not in TTLS:
-        raise ValueError(f"backend_options.claude_cache_ttl: {ttl!r}; accepted: {list(TTLS)}")
+        raise InputError(f"backend_options.claude_cache_ttl: {ttl!r}; accepted: {list(TTLS)}")
     pin = {"FORCE_PROMPT_CACHING_5M": "1"} if ttl == "5m" else {"ENABLE_PROMPT_CACHING_1H": "1"}
     return {"CLAUDE_CODE_PROMPT_CACHE_TTL": ttl, "CLAUDE_CODE_SUBAGENT_PROMPT_CACHE_TTL": ttl, **pin}
 

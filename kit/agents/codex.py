@@ -51,6 +51,7 @@ from pathlib import Path
 from kit.agents import cli_common as cli
 from kit.agents import mcp_server, sessions
 from kit.agents.base import TrialOutcome, TrialSpec
+from kit.errors import InputError
 
 NAME = "codex"
 EMBEDDED_KEY_ENV = "KIT_EMBEDDED_API_KEY"
@@ -76,7 +77,7 @@ def code_mode(spec: TrialSpec) -> bool:
     """``backend_options.code_mode``; anything but a boolean is refused, since "false" would read as on."""
     value = spec.options.get("code_mode", False)
     if not isinstance(value, bool):
-        raise ValueError(f"backend_options.code_mode: got {value!r}; accepted: true or false")
+        raise InputError(f"backend_options.code_mode: got {value!r}; accepted: true or false")
     return value
 
 

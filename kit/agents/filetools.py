@@ -21,6 +21,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypedDict
 
+from kit.errors import InputError, KitError
+
 MAX_CHARS = 200_000
 EXPLORE_LIMIT = 4  # definitions shown by default
 EXPLORE_BLOCK_LINES = 40  # longest excerpt of one definition
@@ -97,7 +99,7 @@ _STOP = frozenset((
 ))  # fmt: skip
 
 
-class ToolError(Exception):
+class ToolError(KitError):
     """A tool call that cannot be served; its message goes back to the model as an error result."""
 
 
@@ -109,7 +111,7 @@ class FileTools:
         self.root = root.resolve()
         unknown = sorted(set(extra) - set(EXTRA_SPECS))
         if unknown:
-            raise ValueError(f"unknown extra tools {unknown}; accepted: {sorted(EXTRA_SPECS)}")
+            raise InputError(f"unknown extra tools {unknown}; accepted: {sorted(EXTRA_SPECS)}")
         self.extra = tuple(extra)
 
     def call(self, name: str, args: dict) -> str:

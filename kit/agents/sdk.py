@@ -32,6 +32,7 @@ from openai.types.responses import FunctionToolParam, ResponseInputParam
 from kit.agents import sessions
 from kit.agents.base import JsonlWriter, TrialOutcome, TrialSpec
 from kit.agents.filetools import EXTRA_SPECS, SPECS, FileTools, ToolError, ToolSpec
+from kit.errors import InputError
 
 CACHE_BUST_RESULT = json.dumps({"success": True})
 
@@ -56,7 +57,7 @@ def _tool_specs(spec: TrialSpec) -> list[ToolSpec]:
     """The file tools every trial gets, then the extra tools the arm lists (``Arm.tools``)."""
     unknown = sorted(set(spec.arm.tools) - set(EXTRA_SPECS))
     if unknown:
-        raise ValueError(f"arm {spec.arm.name!r} lists tools {unknown}; the SDK agent offers {sorted(EXTRA_SPECS)}")
+        raise InputError(f"arm {spec.arm.name!r} lists tools {unknown}; the SDK agent offers {sorted(EXTRA_SPECS)}")
     return [*SPECS, *(EXTRA_SPECS[t] for t in spec.arm.tools)]
 
 

@@ -9,6 +9,7 @@ here, so the two modes mean the same thing whichever client runs the trial.
 from __future__ import annotations
 
 from kit.agents.base import TrialSpec
+from kit.errors import InputError
 
 SUMMARY_CHARS = 4000  # bound of a fresh session's summary of earlier turns (backend_options: summary_chars)
 SUMMARY_HEADER = (
@@ -39,7 +40,7 @@ def session_summary(questions: list[str] | tuple[str, ...], answers: list[str], 
         return ""
     share = (limit - len(SUMMARY_HEADER)) // len(pairs) - 40  # 40: the "Turn N question/answer:" labels
     if share < 60:
-        raise ValueError(f"summary_chars={limit} is too small for {len(pairs)} earlier turns")
+        raise InputError(f"summary_chars={limit} is too small for {len(pairs)} earlier turns")
     entries = []
     for i, (question, answer) in enumerate(pairs, 1):
         q = _clip(question, share // 3)
@@ -55,5 +56,5 @@ def _clip(text: str, n: int) -> str:
 def summary_chars(spec: TrialSpec) -> int:
     value = spec.options.get("summary_chars", SUMMARY_CHARS)
     if not isinstance(value, int) or isinstance(value, bool) or value < 400:
-        raise ValueError(f"backend_options.summary_chars: expected an integer >= 400, got {value!r}")
+        raise InputError(f"backend_options.summary_chars: expected an integer >= 400, got {value!r}")
     return value

@@ -61,12 +61,14 @@ from typing import Any
 
 import yaml
 
+from kit.errors import InputError, KitError
+
 KINDS = ("openai_implicit", "openai_explicit", "anthropic", "vllm_blocks")
 _HASH = hashlib.blake2s  # 32-byte digests; the constructor without keywords is the fast path
 _PROFILE_DIR = "data/cache_profiles"
 
 
-class BreakpointError(ValueError):
+class BreakpointError(KitError, ValueError):
     """A request's cache breakpoints break the profile's rules (the server answers 400)."""
 
 
@@ -180,7 +182,7 @@ def _shipped_profile(name: str) -> CacheProfile:
     """Shipped profiles are read once per process (the server builds engines from names)."""
     path = Path(str(resources.files("kit").joinpath(_PROFILE_DIR, f"{name}.yaml")))
     if not path.is_file():
-        raise ValueError(f"unknown cache profile {name!r}; known: {', '.join(profile_names())}")
+        raise InputError(f"unknown cache profile {name!r}; known: {', '.join(profile_names())}")
     return _parse_profile(path.read_text(encoding="utf-8"), str(path))
 
 
@@ -188,7 +190,7 @@ def _parse_profile(text: str, where: str) -> CacheProfile:
     """Validate a profile document; every error names ``file:line`` and what was expected."""
     node = yaml.compose(text)
     if not isinstance(node, yaml.MappingNode):
-        raise ValueError(f"{where}:1: a cache profile must be a YAML mapping")
+        raise InputError(f"{where}:1: a cache profile must be a YAML mapping")
     data = yaml.safe_load(text)
     lines = {key.value: key.start_mark.line + 1 for key, _ in node.value}
 
@@ -203,7 +205,7 @@ def _parse_profile(text: str, where: str) -> CacheProfile:
             raise fail(key, f"expected {_type_name(expected)}, got {value!r}")
     for key, (_, required) in _FIELDS.items():
         if required and key not in data:
-            raise ValueError(f"{where}:1: missing required key {key!r}")
+            raise InputError(f"{where}:1: missing required key {key!r}")
     if data["kind"] not in KINDS:
         raise fail("kind", f"expected one of {', '.join(KINDS)}, got {data['kind']!r}")
     if not _CHECKED.match(data["checked"]):
@@ -291,11 +293,11 @@ class CacheEngine:
     ) -> None:
         self._profile = load_profile(profile) if isinstance(profile, str) else profile
         if self._profile.kind not in KINDS:
-            raise ValueError(f"profile {self._profile.name!r}: unknown kind {self._profile.kind!r}")
+            raise InputError(f"profile {self._profile.name!r}: unknown kind {self._profile.kind!r}")
         if not 0.0 <= survival <= 1.0:
-            raise ValueError(f"survival must be within [0, 1], got {survival!r}")
+            raise InputError(f"survival must be within [0, 1], got {survival!r}")
         if capacity_tokens < 1:
-            raise ValueError(f"capacity_tokens must be positive, got {capacity_tokens!r}")
+            raise InputError(f"capacity_tokens must be positive, got {capacity_tokens!r}")
         self._capacity = capacity_tokens
         self._survival = float(survival)
         self._seed = str(int(seed)).encode() + b"\x1f"
@@ -350,7 +352,7 @@ class CacheEngine:
         for seg in segments:
             tokens = seg.tokens
             if tokens < 0:
-                raise ValueError(f"segment {len(keys)}: tokens must be >= 0, got {tokens!r}")
+                raise InputError(f"segment {len(keys)}: tokens must be >= 0, got {tokens!r}")
             h = _HASH(h + seg.digest.encode()).digest()
             total += tokens
             keys.append(h)

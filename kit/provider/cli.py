@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kit.errors import KitError
 from kit.params import add_parameter_options
 
 
@@ -75,7 +76,7 @@ def proxy_main(args: Sequence[str]) -> int:
             log_path=options.log,
             allow_non_loopback=options.allow_non_loopback,
         )
-    except ValueError as exc:
+    except KitError as exc:
         p.error(str(exc))
     return 0
 
@@ -108,7 +109,7 @@ def main(argv: Sequence[str] | None = None, batch_settings: BatchSettings | None
             p.error("batch parameters need `python -m kit provider serve`, which knows the task packs")
         try:
             settings = batch_settings(options.file, options.yaml, [tuple(pair) for pair in options.pairs])
-        except ValueError as exc:
+        except KitError as exc:
             p.error(str(exc))
     try:
         serve_forever(
@@ -118,6 +119,6 @@ def main(argv: Sequence[str] | None = None, batch_settings: BatchSettings | None
             allow_non_loopback=options.allow_non_loopback,
             **settings,
         )
-    except ValueError as exc:
+    except KitError as exc:
         p.error(str(exc))
     return 0

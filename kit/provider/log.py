@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from kit.errors import InputError
+
 VERSION = 1
 KEYS = (
     "kit_provider_log",
@@ -52,7 +54,7 @@ def record(**fields: Any) -> dict[str, Any]:
     """A log line with every key of the format present (null where not given), in the spec's order."""
     unknown = set(fields) - set(KEYS)
     if unknown:
-        raise ValueError(f"not request-log keys: {sorted(unknown)}")
+        raise InputError(f"not request-log keys: {sorted(unknown)}")
     line = dict.fromkeys(KEYS)
     line.update(fields)
     line["kit_provider_log"] = VERSION

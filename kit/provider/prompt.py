@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from kit.errors import KitError
 from kit.provider.cache import Segment
 from kit.provider.policy import Conversation
 from kit.tokens import encoding
@@ -38,7 +39,7 @@ _IMAGE_MIN_CHARS = 1000  # a data: URL this long is an inline image or file, not
 Wrapped = tuple[str, Any, Any]  # (role or kind, message metadata on a message's first block, block)
 
 
-class RequestError(ValueError):
+class RequestError(KitError, ValueError):
     """A request the API would reject with 400; ``field`` locates the problem in the JSON body."""
 
     def __init__(self, field: str, message: str):

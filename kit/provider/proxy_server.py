@@ -44,6 +44,7 @@ import uvicorn
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
+from kit.errors import InputError
 from kit.provider.log import RequestLog, domain_of, record
 from kit.provider.prompt import PromptCounter
 from kit.provider.proxy_record import ResponseReader, api_of, canonical_usage, narrow_accept_encoding, read_request
@@ -94,9 +95,9 @@ def check_upstream(url: str) -> str:
     """
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"upstream must be an http(s) URL with a host, got {url!r}")
+        raise InputError(f"upstream must be an http(s) URL with a host, got {url!r}")
     if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
-        raise ValueError("upstream must not carry user info, a query or a fragment: send keys as headers")
+        raise InputError("upstream must not carry user info, a query or a fragment: send keys as headers")
     return url.rstrip("/")
 
 

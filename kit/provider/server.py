@@ -61,6 +61,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kit.errors import InputError
 from kit.provider import wire_anthropic, wire_openai
 from kit.provider.cache import BreakpointError, CacheEngine, CacheProfile, CacheResult, load_profile
 from kit.provider.log import RequestLog, domain_of, record
@@ -464,7 +465,7 @@ def _check_host(address: str, allow_non_loopback: bool) -> None:
     if ipaddress.ip_address(host).is_loopback:
         return
     if not allow_non_loopback:
-        raise ValueError(
+        raise InputError(
             f"refusing to bind {host!r}: the simulated provider serves loopback only "
             "(override: allow_non_loopback=True, or --allow-non-loopback on the command line)"
         )
@@ -505,7 +506,7 @@ class Provider(LoopbackService):
         first = by_api[_RESPONSES.name]
         if any(value != first for value in by_api.values()):
             routes = ", ".join(f"{name}: {profile.name}" for name, profile in self.profiles.items())
-            raise ValueError(f"no single cache profile ({routes}); use profiles[api] / engines[api]")
+            raise InputError(f"no single cache profile ({routes}); use profiles[api] / engines[api]")
         return first
 
     def client_settings(self) -> list[tuple[str, str]]:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.design import Arm, Placement
+from kit.errors import InputError
 from kit.provider.policy import Conversation, Reply, ToolCall
 from kit.tasks import tooluse, userrepo
 from kit.tasks.base import Grade
@@ -98,7 +99,7 @@ class Fixture:
 def generate(seed: int = 0, preset: str = "small") -> Fixture:
     """The repository for (seed, preset), byte-for-byte deterministic."""
     if preset not in PRESETS:
-        raise ValueError(f"preset {preset!r}; accepted: {sorted(PRESETS)}")
+        raise InputError(f"preset {preset!r}; accepted: {sorted(PRESETS)}")
     rng = random.Random(f"batch-read|{seed}|{preset}")
     truths: list[ModuleTruth] = []
     files: dict[str, str] = {}

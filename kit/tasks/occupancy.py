@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.design import Arm
+from kit.errors import InputError
 from kit.provider.policy import Conversation, Reply, ToolCall
 from kit.tasks import tooluse
 from kit.tasks.base import Grade
@@ -142,7 +143,7 @@ class Fixture:
 def generate(seed: int = 0, preset: str = "small") -> Fixture:
     """The repository for (seed, preset), byte-for-byte deterministic."""
     if preset not in PRESETS:
-        raise ValueError(f"preset {preset!r}; accepted: {sorted(PRESETS)}")
+        raise InputError(f"preset {preset!r}; accepted: {sorted(PRESETS)}")
     pick = random.Random(f"occupancy|{seed}")  # the truth depends on the seed only: presets differ in bulk
     n = {role: pick.choice(pool) for role, pool in NAMES.items()}
     paths = {

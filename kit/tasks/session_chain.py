@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.design import Arm
+from kit.errors import InputError
 from kit.provider.policy import Conversation, Reply, ToolCall
 from kit.tasks import tooluse
 from kit.tasks.base import Grade
@@ -102,7 +103,7 @@ class Fixture:
 def generate(seed: int = 0, preset: str = "small") -> Fixture:
     """The repository for (seed, preset), byte-for-byte deterministic."""
     if preset not in PRESETS:
-        raise ValueError(f"preset {preset!r}; accepted: {sorted(PRESETS)}")
+        raise InputError(f"preset {preset!r}; accepted: {sorted(PRESETS)}")
     pick = random.Random(f"session-chain|{seed}")  # the truth depends on the seed only: presets differ in bulk
     n = {role: pick.choice(pool) for role, pool in NAMES.items()}
     buggy, fixed = pick.choice(BUGS)

@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from kit.design import Arm, ParamError
+from kit.errors import KitError
 from kit.provider.policy import Conversation, Reply
 from kit.tasks.base import Grade
 from kit.tokens import count
@@ -71,7 +72,7 @@ _DROP = re.compile(
 _PHRASES = (("in order to", "to"), ("for example", "e.g."), ("such as", "e.g."), (" and ", " + "), ("because", "since"))
 
 
-class BankError(ValueError):
+class BankError(KitError, ValueError):
     """The pack's data files disagree; the message names the file and the entry."""
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from kit import schema
+from kit.errors import InputError
 from kit.transcripts import claude_session, claude_stream, codex_exec, codex_rollout, provider_log, sdk_record
 from kit.transcripts._base import Issues, Parsed, Shared, TranscriptError
 from kit.transcripts._detect import detect
@@ -138,7 +139,7 @@ def _walk(folder: str) -> Iterator[str]:
 
 def _check_format(format: str) -> None:
     if format != "auto" and format not in READERS:
-        raise ValueError(f"unknown transcript format {format!r}; expected 'auto' or one of {', '.join(FORMATS)}")
+        raise InputError(f"unknown transcript format {format!r}; expected 'auto' or one of {', '.join(FORMATS)}")
 
 
 def _parse(paths: Paths, format: str, strict: bool, tools: bool) -> Parsed:

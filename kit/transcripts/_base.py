@@ -17,10 +17,12 @@ from typing import Any, BinaryIO
 import msgspec
 import orjson
 
+from kit.errors import KitError
+
 BOM = b"\xef\xbb\xbf"
 
 
-class TranscriptError(ValueError):
+class TranscriptError(KitError, ValueError):
     """A transcript line (or file, line 0) that could not be read; the message is ``file:line: reason``."""
 
     def __init__(self, path: str | Path, line: int, reason: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kit.errors import KitError
 from kit.transcripts._base import as_dict
 
 TOKEN_KEYS = (
@@ -23,7 +24,7 @@ TOKEN_KEYS = (
 )
 
 
-class UsageError(ValueError):
+class UsageError(KitError, ValueError):
     """A usage object that is present but malformed (a count that is not a non-negative integer)."""
 
 

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from kit import schema
+from kit.errors import InputError
 from kit.transcripts import claude_session, codex_rollout
 from kit.transcripts._base import Issues, Parsed, Shared
 
@@ -594,7 +595,7 @@ def _check_folder(folder: str | Path | None, files: Sequence[str]) -> None:
     where = str(Path(folder).expanduser().resolve())
     for parent in {os.path.abspath(d) for d in {os.path.dirname(p) for p in files}}:
         if where == parent or where.startswith(parent + os.sep):
-            raise ValueError(f"cache folder {folder} is inside the transcript folder {parent}; choose another")
+            raise InputError(f"cache folder {folder} is inside the transcript folder {parent}; choose another")
 
 
 def _keys(names: list[str]) -> dict[str, Key]:

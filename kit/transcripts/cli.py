@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from kit import schema
+from kit.errors import InputError
 from kit.layout import write_table
 from kit.transcripts import FORMATS, TranscriptError, read, sources
 
@@ -41,7 +42,7 @@ def totals(df: pd.DataFrame) -> pd.DataFrame:
 
 def write(df: pd.DataFrame, out: Path) -> None:
     if out.suffix not in (".parquet", ".csv"):
-        raise ValueError(f"--out {out}: expected a .parquet or .csv file name")
+        raise InputError(f"--out {out}: expected a .parquet or .csv file name")
     write_table(out, df)
 
 
