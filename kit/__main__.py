@@ -44,8 +44,10 @@ def _batch(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"batch folder: {_shown(folder)}")
-    report = folder / "report.html"
-    if (folder / "analysis" / "design.json").exists():
+    from kit.layout import BatchDir
+
+    report = BatchDir(folder).report_html
+    if BatchDir(folder).design.exists():
         from kit import publish
 
         # headline_for is the headline's sentences, a blank line, then its table: the sentences are the news.

@@ -18,7 +18,7 @@ import pandas as pd
 from kit import cachemodel, metrics, occupancy, occupancy_block, pricing, stats
 from kit.design_table import arm_settings
 from kit.errors import InputError
-from kit.layout import BatchDir, write_json, write_table
+from kit.layout import DESIGN_JSON, BatchDir, write_json, write_table
 
 RATIO_METRICS = ["total_tokens", "uncached_input_tokens", "structural_uncached", "cycles", "output_tokens"]
 PRICED = ["cost_usd", "credits"]
@@ -29,14 +29,14 @@ def load(batch_dirs: list[Path]) -> dict[str, Any]:
     trials, requests, segments, tools, events, manifests = [], [], [], [], [], []
     for path in batch_dirs:
         bd = BatchDir(Path(path))
-        if not (bd.tables / "trials.parquet").exists():
-            raise FileNotFoundError(f"{bd.tables / 'trials.parquet'}: missing; run the parse stage on {bd.root} first")
-        trials.append(pd.read_parquet(bd.tables / "trials.parquet"))
-        requests.append(pd.read_parquet(bd.tables / "requests.parquet"))
-        segments.append(pd.read_parquet(bd.tables / "segments.parquet"))
-        tools.append(pd.read_parquet(bd.tables / "tool_results.parquet"))
-        if (bd.tables / "events.parquet").exists():
-            events.append(pd.read_parquet(bd.tables / "events.parquet"))
+        if not bd.table("trials").exists():
+            raise FileNotFoundError(f"{bd.table('trials')}: missing; run the parse stage on {bd.root} first")
+        trials.append(pd.read_parquet(bd.table("trials")))
+        requests.append(pd.read_parquet(bd.table("requests")))
+        segments.append(pd.read_parquet(bd.table("segments")))
+        tools.append(pd.read_parquet(bd.table("tool_results")))
+        if bd.table("events").exists():
+            events.append(pd.read_parquet(bd.table("events")))
         manifests.append(bd.read_manifest())
     return {
         "trials": pd.concat(trials, ignore_index=True),
@@ -222,10 +222,11 @@ _TABLES += ("occupancy_trials", "occupancy_comparison", "warmth_invariance", "sa
 
 
 def _write(result: dict[str, Any], folder: Path, baseline: str) -> None:
-    """``analysis/<table>.csv`` for every table, and ``design.json`` with the warnings and the baseline."""
+    """``<table>.csv`` for every table, and ``design.json`` with the warnings and the baseline, into the
+    analysis folder (a batch's ``analysis/``, or ``out_dir``)."""
     for name in _TABLES:
         write_table(folder / f"{name}.csv", result[name])
-    write_json(folder / "design.json", {**result["design"], "warnings": result["warnings"], "baseline": baseline})
+    write_json(folder / DESIGN_JSON, {**result["design"], "warnings": result["warnings"], "baseline": baseline})
 
 
 def savings(

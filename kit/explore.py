@@ -39,12 +39,10 @@ from PIL import Image
 
 from kit import cachemodel, htmlexport, plots, stats
 from kit.errors import InputError
-from kit.layout import atomic_write, write_text
+from kit.layout import ROOT, STAGES, BatchDir, atomic_write, write_text
 from kit.redact import redact_text
 
-ROOT = Path(__file__).resolve().parent.parent
 TABLES = ("trials", "ratios", "headline", "arms", "observed", "warmth")
-STAGES = ("run", "parse", "analyze", "plot")
 HTML_KEPT = ("plot",)  # the one notebook export an example keeps: it shows the figures
 LEAN_MARK = "image outputs link figures/*.png (the same images, then palette-encoded) instead of embedding them"
 
@@ -80,7 +78,7 @@ def batch_folders(pattern: str | Path | Sequence[str | Path], root: str | Path |
     for p in map(str, patterns):
         for base in [Path("/")] if os.path.isabs(p) else bases:
             hits = {Path(h).resolve() for h in glob.glob(str(base / p))}
-            hits = {h for h in hits if (h / "analysis" / "design.json").is_file()}
+            hits = {h for h in hits if BatchDir(h).design.is_file()}
             if hits:
                 found |= hits
                 break
@@ -98,11 +96,11 @@ def _batch_id(design: dict) -> str:
 
 
 def _read_folder(folder: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
-    a = folder / "analysis"
-    design = orjson.loads((a / "design.json").read_bytes())
+    bd = BatchDir(folder)
+    design = orjson.loads(bd.design.read_bytes())
     frames = {}
     for name in TABLES:
-        path = a / f"{name}.csv"
+        path = bd.analysis_csv(name)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run the analyze stage on {folder} again")
         # ratios.csv: an empty label means "not a stitch", not missing (as kit.publish reads it)
@@ -243,7 +241,7 @@ def pooled_warmth(b: Batches, arms: tuple[str, str], batches: list[str], seed: i
     if len(profiles) != 1:
         raise InputError(f"pooled warmth: the batches use different cache profiles {sorted(profiles)}; pool one")
     segments = pd.concat(
-        [pd.read_parquet(b.folders[x] / "tables" / "segments.parquet") for x in batches], ignore_index=True
+        [pd.read_parquet(BatchDir(b.folders[x]).table("segments")) for x in batches], ignore_index=True
     )
     segments = segments.assign(
         trial_id=segments["batch"].astype(str) + "/" + segments["trial_id"].astype(str),
@@ -319,7 +317,7 @@ def show_warmth(b: Batches, curve: str | None = None, seed: int = 0) -> None:
 
 def figure_paths(b: Batches, name: str) -> dict[str, Path]:
     """The same figure (``figures/<name>.png``) of every loaded batch that has it."""
-    paths = {bid: folder / "figures" / f"{name}.png" for bid, folder in b.folders.items()}
+    paths = {bid: BatchDir(folder).figure(name) for bid, folder in b.folders.items()}
     return {bid: p for bid, p in paths.items() if p.is_file()}
 
 
@@ -362,7 +360,7 @@ class _SharedCssExporter(HTMLExporter):
 def link_figures(notebook: Path) -> int:
     """Replace embedded PNG outputs that are byte-identical to a ``figures/*.png`` beside the notebook
     by an ``<img>`` linking that file; returns how many were replaced. Other images stay embedded."""
-    figures = {p.read_bytes(): p for p in sorted((notebook.parent / "figures").glob("*.png"))}
+    figures = {p.read_bytes(): p for p in sorted(BatchDir(notebook.parent).figures.glob("*.png"))}
     nb = nbformat.read(notebook, as_version=4)
     replaced = 0
     for cell in nb.cells:
@@ -436,7 +434,7 @@ def lean_example(batch_dir: Path, css_dir: Path) -> list[str]:
 def lean_examples(examples_dir: Path) -> dict[str, list[str]]:
     """:func:`lean_example` on every batch folder under ``examples_dir``; the stylesheet in ``_static/``."""
     examples_dir = Path(examples_dir)
-    folders = sorted(p for p in examples_dir.iterdir() if (p / "manifest.json").is_file())
+    folders = sorted(p for p in examples_dir.iterdir() if BatchDir(p).is_batch())
     return {p.name: lean_example(p, examples_dir / "_static") for p in folders}
 
 

@@ -595,16 +595,16 @@ def analyze(
 def write(result: Result, folder: str | Path) -> dict[str, Path]:
     """Tables under ``tables/``, views and analyses as CSV under ``analysis/``, figures, report.md and .html."""
     from kit import history_report
-    from kit.layout import write_table
+    from kit.layout import BatchDir, write_table
 
     folder = Path(folder)
-    tables, analysis = folder / "tables", folder / "analysis"
+    bd = BatchDir(folder)  # the history folder is laid out as a batch's: tables/, analysis/, figures/, report
     req = result.history.requests
     written = {
-        "requests": write_table(tables / "requests.parquet", req),
-        "tool_results": write_table(tables / "tool_results.parquet", result.history.tool_results),
+        "requests": write_table(bd.table("requests"), req),
+        "tool_results": write_table(bd.table("tool_results"), result.history.tool_results),
         "issues": write_table(
-            tables / "parse_issues.csv", pd.DataFrame(result.history.issues, columns=schema.ISSUE_COLUMNS)
+            bd.tables / "parse_issues.csv", pd.DataFrame(result.history.issues, columns=schema.ISSUE_COLUMNS)
         ),
     }
     named = {f"usage_by_{by}": view for by, view in result.views.items()}
@@ -617,8 +617,8 @@ def write(result: Result, folder: str | Path) -> dict[str, Path]:
     if result.comparison is not None:
         named |= {"compare": result.comparison.table, "compare_ratios": result.comparison.ratios}
     for name, frame in named.items():
-        written[name] = write_table(analysis / f"{name}.csv", frame)
-    written |= history_report.figures(result, folder / "figures")
+        written[name] = write_table(bd.analysis_csv(name), frame)
+    written |= history_report.figures(result, bd.figures)
     written |= history_report.report(result, folder, written)
     return written
 

@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from kit import history, plots
-from kit.layout import write_text
+from kit.layout import BatchDir, write_text
 from kit.report import _html, interval, md_table
 
 if TYPE_CHECKING:
@@ -309,6 +309,6 @@ def report(result: Result, folder: Path, written: dict[str, Path]) -> dict[str, 
     """``report.md`` and ``report.html`` in ``folder``."""
     text = markdown(result, written, folder)
     return {
-        "report_md": write_text(folder / "report.md", text),
-        "report_html": write_text(folder / "report.html", _html(text, "Your own history")),
+        "report_md": write_text(BatchDir(folder).report_md, text),
+        "report_html": write_text(BatchDir(folder).report_html, _html(text, "Your own history")),
     }

@@ -25,6 +25,8 @@ from kit.design import ParamError
 from kit.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
+STAGES = ("run", "parse", "analyze", "plot")  # a batch folder holds each stage's executed <stage>.ipynb
+DESIGN_JSON = "design.json"  # in the analysis folder: the analyze stage's design, warnings and baseline
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,33 @@ class BatchDir:
     @property
     def figures(self) -> Path:
         return self.root / "figures"
+
+    @property
+    def design(self) -> Path:
+        """The analyze stage's ``design.json``: its presence marks an analysed batch."""
+        return self.analysis / DESIGN_JSON
+
+    @property
+    def report_md(self) -> Path:
+        return self.root / "report.md"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
+
+    def table(self, name: str) -> Path:
+        """A parse-stage table: ``tables/<name>.parquet``."""
+        return self.tables / f"{name}.parquet"
+
+    def analysis_csv(self, name: str) -> Path:
+        """An analyze-stage table: ``analysis/<name>.csv``."""
+        return self.analysis / f"{name}.csv"
+
+    def figure(self, name: str, suffix: str = ".png") -> Path:
+        return self.figures / f"{name}{suffix}"
+
+    def is_batch(self) -> bool:
+        return self.manifest.is_file()
 
     def trial(self, trial_id: str) -> Path:
         return self.raw / trial_id
@@ -133,7 +162,7 @@ def batches_in(outputs_dir: Path) -> list[str]:
 def require_batch(path: Path, name: str = "batch_dir") -> Path:
     """``path`` if it is a batch folder; else a ``ParamError`` for parameter ``name`` listing the batches
     beside it, so a misspelled name is refused instead of reading nothing and writing empty tables."""
-    if (path / "manifest.json").is_file():
+    if BatchDir(path).is_batch():
         return path
     here = batches_in(path.parent)
     close = difflib.get_close_matches(path.name, here, n=1)

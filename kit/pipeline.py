@@ -36,11 +36,10 @@ from kit import params as kit_params
 from kit.backends import BACKENDS
 from kit.design import ParamError
 from kit.errors import InputError, KitError
-from kit.layout import ROOT, atomic_write, from_root, latest_batch, require_batch, shown, write_text
+from kit.layout import ROOT, STAGES, BatchDir, atomic_write, from_root, latest_batch, require_batch, shown, write_text
 from kit.redact import redact_text
 
 NOTEBOOKS = ROOT / "notebooks"
-STAGES = ("run", "parse", "analyze", "plot")
 
 
 class StageFailed(KitError, RuntimeError):
@@ -203,8 +202,8 @@ def _check_run(params: dict[str, Any], folder: Path) -> list[str]:
     from kit import run
 
     cfg = run.configure({**defaults("run"), **_declared("run", params)})
-    if (folder / "manifest.json").is_file():
-        run.check_resume(cfg.params, orjson.loads((folder / "manifest.json").read_bytes()), cfg.arms)
+    if BatchDir(folder).is_batch():
+        run.check_resume(cfg.params, BatchDir(folder).read_manifest(), cfg.arms)
     env = BACKENDS[cfg.params["backend"]].key_env
     if cfg.params["endpoint"] == "real" and not os.environ.get(env):
         raise ParamError("endpoint", f"'real' needs {env} in the environment", "embedded, or real with the key set")
@@ -233,7 +232,7 @@ def plan(params: dict[str, Any], stages: Sequence[str] = STAGES) -> Plan:
     if "run" in stages:
         arms = _check_run(params, folder)
     else:
-        arms = orjson.loads(require_batch(folder, named).joinpath("manifest.json").read_bytes())["params"]["arms"]
+        arms = BatchDir(require_batch(folder, named)).read_manifest()["params"]["arms"]
     for stage in stages:
         if stage != "run":
             kit_params.validate({**defaults(stage), **_declared(stage, params)}, kit_params.NOTEBOOKS[stage])

@@ -35,28 +35,27 @@ CODE_MODE_FIGURES = ("code_mode_cells",)  # after FIGURES, for batches whose tri
 
 
 def _read(bd: BatchDir) -> dict[str, Any]:
-    a = bd.analysis
-    if not (a / "design.json").exists():
-        raise FileNotFoundError(f"{a / 'design.json'}: missing; run the analyze stage on {bd.root} first")
-    design = orjson.loads((a / "design.json").read_bytes())
+    if not bd.design.exists():
+        raise FileNotFoundError(f"{bd.design}: missing; run the analyze stage on {bd.root} first")
+    design = orjson.loads(bd.design.read_bytes())
     warnings = design.pop("warnings", [])
 
     def optional(name: str) -> pd.DataFrame:
-        return pd.read_csv(a / name) if (a / name).exists() else pd.DataFrame()
+        return pd.read_csv(bd.analysis_csv(name)) if bd.analysis_csv(name).exists() else pd.DataFrame()
 
     return {
         "design": design,
         "warnings": warnings,
-        "trials": pd.read_csv(a / "trials.csv"),
-        "ratios": pd.read_csv(a / "ratios.csv", keep_default_na=False, na_values=[""]),
-        "headline": pd.read_csv(a / "headline.csv"),
-        "warmth": pd.read_csv(a / "warmth.csv"),
-        "observed": pd.read_csv(a / "observed.csv"),
-        "arms": optional("arms.csv"),
-        "savings": optional("savings.csv"),
-        "occupancy": optional("occupancy.csv"),
-        "occupancy_comparison": optional("occupancy_comparison.csv"),
-        "requests": pd.read_parquet(bd.tables / "requests.parquet"),
+        "trials": pd.read_csv(bd.analysis_csv("trials")),
+        "ratios": pd.read_csv(bd.analysis_csv("ratios"), keep_default_na=False, na_values=[""]),
+        "headline": pd.read_csv(bd.analysis_csv("headline")),
+        "warmth": pd.read_csv(bd.analysis_csv("warmth")),
+        "observed": pd.read_csv(bd.analysis_csv("observed")),
+        "arms": optional("arms"),
+        "savings": optional("savings"),
+        "occupancy": optional("occupancy"),
+        "occupancy_comparison": optional("occupancy_comparison"),
+        "requests": pd.read_parquet(bd.table("requests")),
     }
 
 
@@ -143,7 +142,7 @@ def publish(batch_dir: Path) -> dict[str, Any]:
     )
     return {
         "report": batch_dir / path.name,
-        "figures": {name: batch_dir / "figures" / png.name for name, png in saved.items()},
+        "figures": {name: BatchDir(batch_dir).figures / png.name for name, png in saved.items()},
         "headline": report.headline_text(d["headline"], d["ratios"], design),
     }
 
@@ -154,7 +153,7 @@ def report_path(batch_dir: Path) -> Path | None:
     For ``python -m kit batch`` to end with ``report: <path>``; None when the plot stage has not written
     one (a run that stopped before plotting).
     """
-    path = Path(batch_dir).resolve() / "report.md"
+    path = BatchDir(Path(batch_dir).resolve()).report_md
     if not path.is_file():
         return None
     return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path

@@ -23,7 +23,7 @@ import pandas as pd
 
 from kit import occupancy_block, stats
 from kit.design_table import ARM_COLUMNS, shared_prefix_label
-from kit.layout import write_text
+from kit.layout import BatchDir, write_text
 from kit.plots import METRIC_LABELS, grade_summary, n_per_arm
 from kit.schema import QUOTA
 
@@ -590,10 +590,11 @@ def occupancy_section(batch_dir: Path) -> list[str]:
     """Residual context occupancy as docs/method.md#occupancy prints it: each arm's block, the explore residual
     against file access with its interval, and the fixed overhead; nothing when the batch compares no explore
     tool (``analysis/occupancy_comparison.csv`` without a row), where per-answer cost is the question."""
-    compared = Path(batch_dir) / "analysis" / "occupancy_comparison.csv"
+    bd = BatchDir(Path(batch_dir))
+    compared = bd.analysis_csv("occupancy_comparison")
     if not compared.is_file() or pd.read_csv(compared).empty:
         return []
-    text = occupancy_block.for_batch(Path(batch_dir) / "analysis")
+    text = occupancy_block.for_batch(bd.analysis)
     return ["## Residual context occupancy", "", "```", text, "```", ""]
 
 
@@ -661,9 +662,9 @@ def write_report(
     lines += ["## All comparisons", "", md_table(_ratios_table(ratios)) if not ratios.empty else "_(no rows)_", ""]
     lines += _figure_lines(batch_dir, figures)
     markdown = "\n".join(lines).rstrip() + "\n"
-    md_path = batch_dir / "report.md"
+    md_path = BatchDir(batch_dir).report_md
     write_text(md_path, markdown)
-    write_text(batch_dir / "report.html", _html(markdown, f"Token-cost report: {batch_text}"))
+    write_text(BatchDir(batch_dir).report_html, _html(markdown, f"Token-cost report: {batch_text}"))
     return md_path
 
 
