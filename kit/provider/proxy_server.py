@@ -194,7 +194,7 @@ class ProxyApp:
             return
         try:
             if not api or reading is None:  # not a model request (reading is None exactly then)
-                await _relay(response, scope, receive, send, None, None)
+                await _Relay(response, scope, receive, send, None, None).run()
                 return
             reader = ResponseReader(
                 api, response.headers.get("content-type", ""), response.headers.get("content-encoding", "")
@@ -206,7 +206,7 @@ class ProxyApp:
             async def log(error: str | None = None) -> None:
                 self._log_response({**fields, **await reading}, started, response.status_code, reader, error)
 
-            await _relay(response, scope, receive, send, reader, log)
+            await _Relay(response, scope, receive, send, reader, log).run()
         finally:
             await response.aclose()
 
@@ -261,36 +261,6 @@ def _request_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]
     ]
 
 
-async def _relay(
-    response: httpx.Response,
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-    reader: ResponseReader | None,
-    log: Callable[[str | None], Awaitable[None]] | None,
-) -> None:
-    """Send the upstream's response to the client as it arrives and, for a model request, log it once.
-
-    A JSON answer of a model request is read whole, logged, then sent; anything else is passed on chunk by
-    chunk. A client that hangs up stops the relay (and the upstream request); an upstream that drops the
-    connection mid-body gets the client's connection dropped too, as the client would have seen it.
-    """
-    relaying = _Relay(response, scope, receive, send, reader, log)
-    relay = asyncio.ensure_future(relaying.pump())
-    hangup = asyncio.ensure_future(_disconnected(receive))
-    await asyncio.wait({relay, hangup}, return_when=asyncio.FIRST_COMPLETED)
-    if not relay.done():
-        relay.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await relay
-        await relaying.log_once(f"client disconnected after {relaying.size} bytes")
-    hangup.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await hangup
-    if not relay.cancelled():
-        relay.result()  # an unexpected error in the relay surfaces here
-
-
 class _Relay:
     """One response on its way to the client: its headers (hop-by-hop ones dropped), what was sent, and
     whether its log line is written."""
@@ -311,6 +281,27 @@ class _Relay:
         self.headers = [(k, v) for k, v in response.headers.raw if k.lower() not in drop]
         self.buffered = reader is not None and not reader.sse
         self.logged, self.sent = False, 0
+
+    async def run(self) -> None:
+        """Send the upstream's response to the client as it arrives and, for a model request, log it once.
+
+        A JSON answer of a model request is read whole, logged, then sent; anything else is passed on chunk by
+        chunk. A client that hangs up stops the relay (and the upstream request); an upstream that drops the
+        connection mid-body gets the client's connection dropped too, as the client would have seen it.
+        """
+        relay = asyncio.ensure_future(self.pump())
+        hangup = asyncio.ensure_future(_disconnected(self.receive))
+        await asyncio.wait({relay, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        if not relay.done():
+            relay.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await relay
+            await self.log_once(f"client disconnected after {self.size} bytes")
+        hangup.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await hangup
+        if not relay.cancelled():
+            relay.result()  # an unexpected error in the relay surfaces here
 
     @property
     def size(self) -> int:
