@@ -39,7 +39,7 @@ from PIL import Image
 
 from kit import cachemodel, htmlexport, plots, stats
 from kit.errors import InputError
-from kit.layout import ROOT, STAGES, BatchDir, atomic_write, write_text
+from kit.layout import ROOT, STAGES, BatchDir, atomic_write, read_csv_as_written, write_text
 from kit.redact import redact_text
 
 TABLES = ("trials", "ratios", "headline", "arms", "observed", "warmth")
@@ -104,8 +104,7 @@ def _read_folder(folder: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run the analyze stage on {folder} again")
         # ratios.csv: an empty label means "not a stitch", not missing (as kit.publish reads it)
-        opts = {"keep_default_na": False, "na_values": [""]} if name == "ratios" else {}
-        frames[name] = pd.read_csv(path, **opts)
+        frames[name] = read_csv_as_written(path) if name == "ratios" else pd.read_csv(path)
     return design, frames
 
 

@@ -15,6 +15,7 @@ import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +199,14 @@ def batch_paths(
     if not isinstance(batch_dirs, list) or not batch_dirs:
         raise InputError("parameter 'batch_dirs': accepted: a non-empty list of batch folder paths, or None")
     return [require_batch(from_root(p), "batch_dirs") for p in batch_dirs]
+
+
+def new_batch_id(task: str) -> str:
+    """A new batch's folder name: the task and the UTC time it started (``batch-read-20261201-014530``)."""
+    return f"{task}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+
+
+def read_csv_as_written(path: Path) -> pd.DataFrame:
+    """An analysis CSV as the kit wrote it: only an empty cell is missing, so a text cell holding "NA" or
+    "None" (a label, an arm's name) stays text, and an empty label means "none" rather than unknown."""
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])

@@ -29,6 +29,7 @@ import pandas as pd
 from kit import occupancy as occ
 from kit import stats
 from kit.errors import KitError
+from kit.layout import read_csv_as_written
 
 LABELS = {  # occupancy category -> the block's label
     occ.CONTEXT: "final context",
@@ -291,9 +292,9 @@ def for_batch(analysis_dir: Path) -> str:
     )
     if not trials_csv.is_file():
         return ""
-    trials = pd.read_csv(trials_csv, keep_default_na=False, na_values=[""])
+    trials = read_csv_as_written(trials_csv)
     parts = [f"arm {arm}:\n{text}" for arm, text in arms(trials).items()]
     if compared_csv.is_file():
-        for row in pd.read_csv(compared_csv, keep_default_na=False, na_values=[""]).to_dict("records"):
+        for row in read_csv_as_written(compared_csv).to_dict("records"):
             parts.append("\n".join(comparison_lines(row)))
     return "\n\n".join(parts)

@@ -56,14 +56,21 @@ def _http_url(v: str) -> bool:
 _BASELINE = Param(
     "baseline", (str,), "an arm name present in the batch, or None for the first arm", lambda v: bool(v), optional=True
 )
+
+
 # How kit.stats.should_continue names a valid stop rule: the run stage refuses every bad rule in these words.
+def _folder_name(v: str) -> bool:
+    """A batch folder's name: one path component of letters, digits, '-', '_' and '.' (never '.' or '..')."""
+    return all(c.isalnum() or c in "-_." for c in v) and v not in ("", ".", "..")
+
+
 STOP_RULE = "{max_runs_per_arm: N, precision: 1.5 and/or exclude_one: true}"
 RUN = [
     Param(
         "batch",
         (str,),
         "a folder name (letters, digits, '-', '_', '.') or None for a new id",
-        lambda v: all(c.isalnum() or c in "-_." for c in v) and v not in ("", ".", ".."),
+        _folder_name,
         optional=True,
     ),
     Param("task", (str,), "a task pack name", lambda v: bool(v)),
@@ -121,7 +128,7 @@ _BATCH = Param(
     "batch",
     (str,),
     "a batch folder name under outputs_dir, or None for the latest batch",
-    lambda v: all(c.isalnum() or c in "-_." for c in v) and v not in ("", ".", ".."),
+    _folder_name,
     optional=True,
 )
 _OUTPUTS_DIR = Param("outputs_dir", (str,), "a folder path", lambda v: bool(v))

@@ -22,7 +22,6 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,18 @@ from kit import params as kit_params
 from kit.backends import BACKENDS
 from kit.design import ParamError
 from kit.errors import InputError, KitError
-from kit.layout import ROOT, STAGES, BatchDir, atomic_write, from_root, latest_batch, require_batch, shown, write_text
+from kit.layout import (
+    ROOT,
+    STAGES,
+    BatchDir,
+    atomic_write,
+    from_root,
+    latest_batch,
+    new_batch_id,
+    require_batch,
+    shown,
+    write_text,
+)
 from kit.redact import redact_text
 
 NOTEBOOKS = ROOT / "notebooks"
@@ -113,10 +123,6 @@ def load_params(file: str | None, yaml_strings: Sequence[str] = (), pairs: Seque
     for key, value in pairs:
         params[key] = resolve_value(value)
     return params
-
-
-def new_batch_id(task: str) -> str:
-    return f"{task}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
 @dataclass(frozen=True)

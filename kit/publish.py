@@ -15,7 +15,7 @@ import orjson
 import pandas as pd
 
 from kit import plots, report
-from kit.layout import BatchDir
+from kit.layout import BatchDir, read_csv_as_written
 
 matplotlib.use("Agg")
 
@@ -47,7 +47,7 @@ def _read(bd: BatchDir) -> dict[str, Any]:
         "design": design,
         "warnings": warnings,
         "trials": pd.read_csv(bd.analysis_csv("trials")),
-        "ratios": pd.read_csv(bd.analysis_csv("ratios"), keep_default_na=False, na_values=[""]),
+        "ratios": read_csv_as_written(bd.analysis_csv("ratios")),
         "headline": pd.read_csv(bd.analysis_csv("headline")),
         "warmth": pd.read_csv(bd.analysis_csv("warmth")),
         "observed": pd.read_csv(bd.analysis_csv("observed")),

@@ -52,7 +52,7 @@ from kit.agents.cli_common import resolve_binary, version
 from kit.backends import BACKENDS
 from kit.design import Arm, ParamError, Slot
 from kit.errors import KitError
-from kit.layout import BatchDir, atomic_write, from_root, sha256_tree, write_json, write_text
+from kit.layout import BatchDir, atomic_write, from_root, new_batch_id, sha256_tree, write_json, write_text
 from kit.params import RUN, STOP_RULE, did_you_mean, validate
 from kit.provider.policy import Policy
 from kit.provider.service import trial_base_url
@@ -141,7 +141,7 @@ def configure(values: dict[str, Any]) -> RunConfig:
         _check_arm_settings(params, arms[name])
         _check_user_files_kept(params, arms[name])
     if not params["batch"]:
-        params["batch"] = f"{params['task']}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+        params["batch"] = new_batch_id(params["task"])
     if params["profile"] is None:
         params["profile"] = BACKENDS[params["backend"]].default_profile
     models = [arms[name].model or params["model"] for name in params["arms"]]
