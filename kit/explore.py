@@ -29,18 +29,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import markupsafe
 import nbformat
 import orjson
 import pandas as pd
 from matplotlib.figure import Figure
-from nbconvert import HTMLExporter
 from PIL import Image
 
 from kit import cachemodel, htmlexport, plots, stats
 from kit.errors import InputError
-from kit.layout import ROOT, STAGES, BatchDir, atomic_write, read_csv_as_written, write_text
-from kit.redact import redact_text
+from kit.layout import ROOT, STAGES, BatchDir, atomic_write, read_csv_as_written
 
 TABLES = ("trials", "ratios", "headline", "arms", "observed", "warmth")
 HTML_KEPT = ("plot",)  # the one notebook export an example keeps: it shows the figures
@@ -334,28 +331,6 @@ def show_figures(b: Batches, name: str) -> None:
 # ---------------------------------------------------------------- lean committed examples
 
 
-class _SharedCssExporter(HTMLExporter):
-    """nbconvert's HTML with its stylesheets written once into ``css_dir`` and linked, not inlined."""
-
-    def __init__(self, css_dir: Path, html_dir: Path, **kw) -> None:
-        super().__init__(embed_images=True, **htmlexport.OFFLINE, **kw)
-        self.css_dir, self.html_dir = css_dir, html_dir
-
-    def _init_resources(self, resources):
-        resources = super()._init_resources(resources)
-
-        def link_css(name: str) -> markupsafe.Markup:
-            target = self.css_dir / Path(name).name
-            text = self.environment.loader.get_source(self.environment, name)[0]
-            if not target.is_file() or target.read_text() != text:
-                write_text(target, text)
-            href = Path(os.path.relpath(target, self.html_dir)).as_posix()
-            return markupsafe.Markup(f'<link rel="stylesheet" href="{markupsafe.escape(href)}">')
-
-        resources["include_css"] = link_css
-        return resources
-
-
 def link_figures(notebook: Path) -> int:
     """Replace embedded PNG outputs that are byte-identical to a ``figures/*.png`` beside the notebook
     by an ``<img>`` linking that file; returns how many were replaced. Other images stay embedded."""
@@ -395,14 +370,6 @@ def palette_png(png: Path) -> bool:
     return True
 
 
-def export_html(notebook: Path, css_dir: Path) -> Path:
-    """The notebook as HTML beside it, linking the shared stylesheet in ``css_dir`` (secrets redacted)."""
-    nb = nbformat.read(notebook, as_version=4)
-    html, _ = _SharedCssExporter(css_dir, notebook.parent).from_notebook_node(nb)
-    target = notebook.with_suffix(".html")
-    return write_text(target, redact_text(html))
-
-
 def lean_example(batch_dir: Path, css_dir: Path) -> list[str]:
     """Make a pipeline-written batch folder a lean committed example; returns what was removed.
 
@@ -426,7 +393,7 @@ def lean_example(batch_dir: Path, css_dir: Path) -> list[str]:
         palette_png(png)
     for stage in HTML_KEPT:
         if (batch_dir / f"{stage}.ipynb").is_file():
-            export_html(batch_dir / f"{stage}.ipynb", css_dir)
+            htmlexport.export_html(batch_dir / f"{stage}.ipynb", css_dir)
     return removed
 
 

@@ -45,7 +45,6 @@ from kit.layout import (
     new_batch_id,
     require_batch,
     shown,
-    write_text,
 )
 from kit.redact import redact_text
 
@@ -264,6 +263,8 @@ def run_stage(stage: str, folder: Path, parameters: dict[str, Any], timeout_s: i
     ``<stage>.failed.ipynb`` (both exported to HTML), leaving an earlier ``<stage>.ipynb`` untouched."""
     import papermill  # here, not at the top: it takes seconds to import, and a refused batch needs none of it
 
+    from kit.htmlexport import export_html
+
     running, out = folder / f"{stage}.running.ipynb", folder / f"{stage}.ipynb"
     try:
         papermill.execute_notebook(
@@ -316,14 +317,3 @@ def record_failure(notebook: Path, exc: Exception) -> None:
     cell.metadata.setdefault("papermill", {}).update(exception=True, status="failed")
     nb.metadata.setdefault("papermill", {})["exception"] = True
     atomic_write(notebook, lambda tmp: nbformat.write(nb, tmp))
-
-
-def export_html(notebook: Path) -> Path:
-    """The executed notebook as HTML for write-ups (images embedded; secrets redacted)."""
-    import nbformat
-
-    from kit import htmlexport
-
-    nb = nbformat.read(notebook, as_version=4)
-    html, _ = htmlexport.exporter(embed_images=True).from_notebook_node(nb)
-    return write_text(notebook.with_suffix(".html"), redact_text(html))
