@@ -43,7 +43,9 @@ from __future__ import annotations
 
 import random
 import re
+import string
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -196,160 +198,46 @@ def _filler(rng: random.Random, count: int, used: set[str]) -> list[str]:
     return lines
 
 
-def _join(head: list[str], rng: random.Random, fill: int, used: set[str]) -> str:
-    return "\n".join([*head, *_filler(rng, fill, used)]).rstrip() + "\n"
+# The fixture's key modules, as readable source with $role placeholders (kit/data/fixtures/occupancy/).
+_TEMPLATES = files("kit") / "data" / "fixtures" / "occupancy"
+
+
+def _source(stem: str, names: dict[str, str] | None = None) -> str:
+    """A key module's head: its template with the seed's names put in."""
+    return string.Template((_TEMPLATES / f"{stem}.py.tmpl").read_text()).substitute(names or {})
+
+
+def _join(head: str, rng: random.Random, fill: int, used: set[str]) -> str:
+    return "\n".join([head, *_filler(rng, fill, used)]).rstrip() + "\n"
 
 
 def _request_source(rng: random.Random, fill: int) -> str:
-    head = [
-        '"""The request context handed to every handler."""',
-        "",
-        "",
-        "class Context:",
-        '    """One request in flight: the handlers of its chain read and write it."""',
-        "",
-        "    def __init__(self, request):",
-        "        self.request = request",
-        "        self.status = 200",
-        '        self.body = ""',
-        "        self.values = {}",
-        "        self.aborted = False",
-        "",
-        "    def abort(self, status):",
-        '        """Stop the chain: no later handler runs."""',
-        "        self.status = status",
-        "        self.aborted = True",
-        "",
-        "",
-    ]
-    return _join(head, rng, fill, {"abort"})
+    return _join(_source("request"), rng, fill, {"abort"})
 
 
 def _router_source(n: dict[str, str], rng: random.Random, fill: int) -> str:
-    head = [
-        '"""Route table: method and path to the handlers of that route."""',
-        "",
-        "",
-        "class Router:",
-        '    """Keeps each route\'s handlers, keyed by method and path."""',
-        "",
-        "    def __init__(self):",
-        "        self.routes = {}",
-        "",
-        "    def add(self, method, path, handlers):",
-        "        self.routes[(method.upper(), path)] = handlers",
-        "",
-        f"    def {n['lookup']}(self, method, path):",
-        '        """The handlers registered for method and path, or None."""',
-        "        return self.routes.get((method.upper(), path))",
-        "",
-        "",
-    ]
-    return _join(head, rng, fill, set())
+    return _join(_source("router", n), rng, fill, set())
 
 
 def _chain_source(n: dict[str, str], rng: random.Random, fill: int) -> str:
-    head = [
-        '"""Running the handlers of a request."""',
-        "",
-        "",
-        f"def {n['run_chain']}(ctx, chain):",
-        '    """Run the middleware chain of one request: call each handler in order until one aborts."""',
-        "    index = 0",
-        "    while index < len(chain) and not ctx.aborted:",
-        "        chain[index](ctx)",
-        "        index += 1",
-        "    return ctx",
-        "",
-        "",
-    ]
-    return _join(head, rng, fill, {n["run_chain"]})
+    return _join(_source("chain", n), rng, fill, {n["run_chain"]})
 
 
 def _dispatch_source(n: dict[str, str], mod: dict[str, str], rng: random.Random, fill: int) -> str:
-    imports = sorted(
-        [
-            f"from {mod['run_chain']} import {n['run_chain']}",
-            f"from {mod['not_found']} import {n['not_found']}",
-            "from relay.request import Context",
-        ]
-    )
-    head = [
-        '"""Serving one request."""',
-        "",
-        *imports,
-        "",
-        "",
-        f"def {n['dispatch']}(app, request):",
-        '    """Dispatch one request: look up its route and run its chain; with no route, the not-found chain."""',
-        "    ctx = Context(request)",
-        f"    chain = app.router.{n['lookup']}(request.method, request.path)",
-        "    if chain is None:",
-        f"        chain = [*app.{n['globals']}, {n['not_found']}]",
-        f"    return {n['run_chain']}(ctx, chain)",
-        "",
-        "",
+    imports = [
+        f"from {mod['run_chain']} import {n['run_chain']}",
+        f"from {mod['not_found']} import {n['not_found']}",
+        "from relay.request import Context",
     ]
-    return _join(head, rng, fill, {n["dispatch"]})
+    return _join(_source("dispatch", {**n, "imports": "\n".join(sorted(imports))}), rng, fill, {n["dispatch"]})
 
 
 def _errors_source(n: dict[str, str], rng: random.Random, fill: int) -> str:
-    head = [
-        '"""Answers for requests that cannot be served normally."""',
-        "",
-        "",
-        f"def {n['not_found']}(ctx):",
-        '    """Answer a request that matched no route: 404 Not Found."""',
-        "    ctx.status = 404",
-        '    ctx.body = "404 page not found"',
-        "",
-        "",
-        "def method_not_allowed(ctx):",
-        '    """Answer a request whose path exists for another method."""',
-        "    ctx.status = 405",
-        '    ctx.body = "405 method not allowed"',
-        "",
-        "",
-        "def server_error(ctx):",
-        '    """Answer a request whose handler failed."""',
-        "    ctx.status = 500",
-        '    ctx.body = "500 internal server error"',
-        "",
-        "",
-    ]
-    return _join(head, rng, fill, {n["not_found"], "method_not_allowed", "server_error"})
+    return _join(_source("errors", n), rng, fill, {n["not_found"], "method_not_allowed", "server_error"})
 
 
 def _app_source(n: dict[str, str], rng: random.Random, fill: int) -> str:
-    g = n["globals"]
-    head = [
-        '"""The application object: global middleware and route registration."""',
-        "",
-        "from relay.router import Router",
-        "",
-        "",
-        "class App:",
-        '    """Holds the routes and the global middleware of an application."""',
-        "",
-        "    def __init__(self):",
-        "        self.router = Router()",
-        f"        self.{g} = []",
-        "",
-        "    def use(self, *handlers):",
-        '        """Add global middleware: they run for every request, before the route handler."""',
-        f"        self.{g}.extend(handlers)",
-        "",
-        f"    def {n['register']}(self, method, path, handler):",
-        '        """Register a route handler for method and path."""',
-        f"        self.router.add(method, path, self.{n['combine']}(handler))",
-        "",
-        f"    def {n['combine']}(self, handler):",
-        '        """The handlers chain of a route: the global middleware, then the route handler."""',
-        f"        return [*self.{g}, handler]",
-        "",
-        "",
-    ]
-    return _join(head, rng, fill, set())
+    return _join(_source("app", n), rng, fill, set())
 
 
 def _filler_module(path: str, rng: random.Random, fill: int) -> str:
@@ -363,7 +251,7 @@ def _filler_module(path: str, rng: random.Random, fill: int) -> str:
             "",
             "",
         ]
-    return _join(head, rng, fill, set())
+    return _join("\n".join(head), rng, fill, set())
 
 
 # ---------------------------------------------------------------- the answers, from what was read

@@ -40,7 +40,9 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import string
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -158,8 +160,17 @@ def _filler(rng: random.Random, count: int) -> list[str]:
     return lines
 
 
-def _join(head: list[str], rng: random.Random, fill: int) -> str:
-    return "\n".join([*head, *_filler(rng, fill)]).rstrip() + "\n"
+# The fixture's key modules, as readable source with $name placeholders (kit/data/fixtures/session_chain/).
+_TEMPLATES = files("kit") / "data" / "fixtures" / "session_chain"
+
+
+def _source(stem: str, names: dict[str, str]) -> str:
+    """A key module's head: its template with the seed's names put in."""
+    return string.Template((_TEMPLATES / f"{stem}.py.tmpl").read_text()).substitute(names)
+
+
+def _join(head: str, rng: random.Random, fill: int) -> str:
+    return "\n".join([head, *_filler(rng, fill)]).rstrip() + "\n"
 
 
 def _config_source(ttl: int, rng: random.Random) -> str:
@@ -180,134 +191,21 @@ def _config_source(ttl: int, rng: random.Random) -> str:
 
 
 def _tokens_source(n: dict[str, str], buggy: str, rng: random.Random, fill: int) -> tuple[str, int]:
-    head = [
-        '"""Signed access tokens: issue, decode, expiry."""',
-        "",
-        "import base64",
-        "import hashlib",
-        "import hmac",
-        "import json",
-        "",
-        "from app.config import SECRET_KEY, TOKEN_TTL_S",
-        "",
-        "",
-        "class TokenError(Exception):",
-        '    """A token that cannot be trusted."""',
-        "",
-        "",
-        "def issue_token(subject, now):",
-        '    """A signed token for subject, valid for TOKEN_TTL_S seconds from now."""',
-        '    claims = {"sub": subject, "iat": now, "exp": now + TOKEN_TTL_S}',
-        "    body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode()",
-        '    return f"{body}.{_sign(body)}"',
-        "",
-        "",
-        f"def {n['decode']}(token):",
-        '    """The claims of a token whose signature is valid."""',
-        '    body, _, signature = token.partition(".")',
-        "    if not hmac.compare_digest(signature, _sign(body)):",
-        '        raise TokenError("bad signature")',
-        "    return json.loads(base64.urlsafe_b64decode(body))",
-        "",
-        "",
-        f"def {n['is_expired']}(claims, now):",
-        '    """Whether the token\'s lifetime is over at time now (seconds since the epoch)."""',
-        f"    return {buggy}",
-        "",
-        "",
-        "def _sign(body):",
-        "    return hmac.new(SECRET_KEY.encode(), body.encode(), hashlib.sha256).hexdigest()",
-        "",
-        "",
-    ]
-    line = head.index(f"    return {buggy}") + 1
+    head = _source("tokens", {**n, "buggy": buggy})
+    line = head.split("\n").index(f"    return {buggy}") + 1
     return _join(head, rng, fill), line
 
 
 def _session_source(n: dict[str, str], rng: random.Random, fill: int) -> str:
-    head = [
-        '"""Who is making a request: authentication from the Authorization header."""',
-        "",
-        f"from app.auth.{n['tokens']} import TokenError, {n['decode']}, {n['is_expired']}",
-        "",
-        "",
-        "class AuthError(Exception):",
-        '    """The request is not authenticated."""',
-        "",
-        "",
-        f"def {n['authenticate']}(request, now):",
-        '    """The user id of an authenticated request: checks its bearer token\'s signature and expiry."""',
-        '    header = request.headers.get("Authorization", "")',
-        '    scheme, _, token = header.partition(" ")',
-        '    if scheme != "Bearer" or not token:',
-        '        raise AuthError("missing bearer token")',
-        "    try:",
-        f"        claims = {n['decode']}(token)",
-        "    except TokenError as exc:",
-        "        raise AuthError(str(exc)) from exc",
-        f"    if {n['is_expired']}(claims, now):",
-        '        raise AuthError("token expired")',
-        '    return claims["sub"]',
-        "",
-        "",
-    ]
-    return _join(head, rng, fill)
+    return _join(_source("session", n), rng, fill)
 
 
 def _middleware_source(n: dict[str, str], rng: random.Random, fill: int) -> str:
-    head = [
-        '"""Guards for request handlers."""',
-        "",
-        "import time",
-        "",
-        f"from app.auth.{n['session']} import AuthError, {n['authenticate']}",
-        "",
-        "",
-        "def require_auth(handler):",
-        '    """Wrap a handler so it only runs for requests with a valid Authorization header."""',
-        "",
-        "    def wrapper(request):",
-        "        try:",
-        f"            request.user = {n['authenticate']}(request, int(time.time()))",
-        "        except AuthError as exc:",
-        '            return {"status": 401, "error": str(exc)}',
-        "        return handler(request)",
-        "",
-        "    return wrapper",
-        "",
-        "",
-    ]
-    return _join(head, rng, fill)
+    return _join(_source("middleware", n), rng, fill)
 
 
 def _tests_source(n: dict[str, str]) -> str:
-    return (
-        "\n".join(
-            [
-                '"""Tests of the token helpers."""',
-                "",
-                f"from app.auth.{n['tokens']} import {n['decode']}, {n['is_expired']}, issue_token",
-                "",
-                f"NOW = {TEST_NOW:_}",
-                "",
-                "",
-                "def test_round_trip():",
-                f'    claims = {n["decode"]}(issue_token("ada", NOW))',
-                '    assert claims["sub"] == "ada"',
-                "",
-                "",
-                "def test_fresh_token_is_not_expired():",
-                f'    claims = {n["decode"]}(issue_token("ada", NOW))',
-                f"    assert not {n['is_expired']}(claims, NOW)",
-                "",
-                "",
-                "def test_old_token_is_expired():",
-                f'    claims = {n["decode"]}(issue_token("ada", NOW))',
-                f"    assert {n['is_expired']}(claims, NOW + 10 * 86_400)",
-            ]
-        )
-        + "\n"
-    )
+    return _source("tests", {**n, "now": f"{TEST_NOW:_}"}) + "\n"
 
 
 def _route_tests_source() -> str:
@@ -331,32 +229,13 @@ def _route_tests_source() -> str:
 
 def _api_module(path: str, n: dict[str, str], rng: random.Random, fill: int) -> str:
     noun = Path(path).stem
-    head = [
-        f'"""{noun.capitalize()} handlers."""',
-        "",
-        f"from app.auth.{n['middleware']} import require_auth",
-        "",
-        "",
-        "@require_auth",
-        f"def list_{noun}(request):",
-        f'    """The {noun} of the authenticated user."""',
-        f'    return {{"status": 200, "items": request.db.query({noun!r}, owner=request.user)}}',
-        "",
-        "",
-        "@require_auth",
-        f"def delete_from_{noun}(request, key):",
-        f'    """Delete one of the authenticated user\'s {noun}."""',
-        f"    request.db.delete({noun!r}, key=key, owner=request.user)",
-        '    return {"status": 204}',
-        "",
-        "",
-    ]
-    return _join(head, rng, fill)
+    names = {**n, "noun": noun, "noun_repr": repr(noun), "Noun": noun.capitalize()}
+    return _join(_source("api", names), rng, fill)
 
 
 def _filler_module(path: str, rng: random.Random, fill: int) -> str:
     stem = Path(path).stem
-    return _join([f'"""{stem.capitalize()} helpers."""', "", ""], rng, fill)
+    return _join(f'"""{stem.capitalize()} helpers."""\n\n', rng, fill)
 
 
 # ---------------------------------------------------------------- the answers, from what was read
