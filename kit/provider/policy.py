@@ -7,6 +7,7 @@ policy's ``Reply`` back into that API's wire format, so a policy is written once
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -109,12 +110,17 @@ class Conversation:
         key = f"{self.seed}|{self.identity()}|{self.cycle}|{salt}"
         return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
 
+    @functools.cached_property
+    def _identity(self) -> str:
+        return self.nonce() or self.trial_id or self._fallback_id()
+
     def identity(self) -> str:
         """Which trial this request belongs to, for the scripted model's draws: the kit nonce the request carries,
         else the trial id the request came with (``/t/<trial_id>``), else a digest of its system prompt and first
         user turn. The nonce comes first so a trial is answered alike whether it reaches the provider directly or
-        through the recording proxy, which forwards the body but not the URL prefix."""
-        return self.nonce() or self.trial_id or self._fallback_id()
+        through the recording proxy, which forwards the body but not the URL prefix. Found once per request:
+        the policy draws several times and the server keys the response ids on it too."""
+        return self._identity
 
     def nonce(self) -> str | None:
         """The kit trial nonce in the system prompt, a tool name or a message (searched in that order, first hit;
