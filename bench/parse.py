@@ -1,6 +1,6 @@
 """Parse stage speed: the kit's transcript reader against ccusage on the same 250+ MB corpus.
 
-    .venv/bin/python bench/parse.py [--mb 260] [--repeats 5] [--keep DIR] [--probes]
+    .venv/bin/python bench/parse.py [--mb 260] [--repeats 5] [--keep DIR] [--probes] [--only codex] [--case CASE]
 
 Two corpora are written under a temporary folder (never the repository), one object per line in
 compact JSON (ccusage skips lines with spaces after separators):
@@ -532,8 +532,10 @@ def grown_rounds(corpus: Corpus, runs: list[Callable[[], Totals]], repeats: int,
     return [(statistics.median(spent), result) for spent, result in zip(times, results, strict=True)]
 
 
-def bench(name: str, corpus: Corpus, tools: list[Peer], home: Path, repeats: int, cache_root: Path) -> list[dict]:
-    """Every case of the corpus against every peer, printed; the rows for the closing table."""
+def bench(
+    name: str, corpus: Corpus, tools: list[Peer], home: Path, repeats: int, cache_root: Path, only: list[str]
+) -> list[dict]:
+    """The cases ``only`` of the corpus against every peer, printed; the rows for the closing table."""
     os.sync()  # the corpus was just written: its write-back must not overlap the timed runs
     folder = corpus.root.parent
     peer_runs = [lambda p=p: p.run(folder, home) for p in tools]
@@ -551,6 +553,8 @@ def bench(name: str, corpus: Corpus, tools: list[Peer], home: Path, repeats: int
     }
     rows = []
     for case, measure in cases.items():
+        if case not in only:
+            continue
         (kit_s, kit), *others = measure()
         for stale in [k for k in cache_module._STORES if f"{name}-empty-" in k]:
             del cache_module._STORES[stale]  # each cold run had its own store; only their files stay
@@ -646,6 +650,8 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="write the corpora here and keep them (default: a temp dir)")
     ap.add_argument("--seed", type=int, default=20260601)
     ap.add_argument("--probes", action="store_true", help="also show small cases where counting rules matter")
+    ap.add_argument("--only", choices=["claude", "codex"], help="bench one corpus only (default: both)")
+    ap.add_argument("--case", action="append", choices=list(TARGETS), help="bench these cases only (repeatable)")
     args = ap.parse_args()
     if not os.access(CCUSAGE, os.X_OK):
         print(f"ccusage not installed at {CCUSAGE}: run `make bench-peers`", file=sys.stderr)
@@ -656,8 +662,11 @@ def main() -> int:
     home.mkdir(parents=True, exist_ok=True)
     rng, target = random.Random(args.seed), int(args.mb * MB)
     try:
-        rows = bench("claude", claude_corpus(base / "claude", target, rng), tools["claude"], home, args.repeats, base)
-        rows += bench("codex", codex_corpus(base / "codex", target, rng), tools["codex"], home, args.repeats, base)
+        rows = []
+        for name, build in (("claude", claude_corpus), ("codex", codex_corpus)):
+            corpus = build(base / name, target, rng)  # both built, in order, so that each is the same either way
+            if args.only in (None, name):
+                rows += bench(name, corpus, tools[name], home, args.repeats, base, args.case or list(TARGETS))
         print(f"\nall cases (medians of {args.repeats} paired runs, {len(os.sched_getaffinity(0))} cores):")
         print(table([{k: v for k, v in r.items() if k != "ok"} for r in rows]))
         ok = all(r["ok"] for r in rows)

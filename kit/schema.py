@@ -7,6 +7,8 @@ Token columns are nullable integers: where a source gave no usage the row says
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 IDENTITY = ["batch", "arm", "run", "trial_id", "turn", "cycle"]
@@ -99,15 +101,27 @@ ISSUE_COLUMNS = ["source_path", "source_line", "reason"]
 
 
 def frame(rows: list[dict], columns: list[str], dtypes: dict[str, str]) -> pd.DataFrame:
-    """A DataFrame with exactly ``columns`` in order and the canonical dtypes."""
-    df = pd.DataFrame.from_records(rows, columns=columns)
-    return df.astype({c: t for c, t in dtypes.items() if c in df.columns})
+    """A DataFrame with exactly ``columns`` in order, each of its dtype in ``dtypes`` (a missing key is NA)."""
+    return pd.DataFrame(_cells(rows, columns, dtypes), columns=columns, copy=False)
+
+
+def _cells(rows: list[dict], columns: list[str], dtypes: dict[str, str]) -> dict[str, Any]:
+    """``frame``'s columns as arrays, each made straight in its dtype from the rows' values.
+
+    ``from_records`` and then ``astype`` cost about 5 ms more for any number of rows (an object frame
+    first, then each column inferred and cast), which a warm re-read of a few changed transcripts pays
+    on every call.
+    """
+    return {c: pd.array([row.get(c) for row in rows], dtype=dtypes[c]) for c in columns}
 
 
 def requests_frame(rows: list[dict]) -> pd.DataFrame:
-    """Canonical request rows; derived columns are filled where the parts are known."""
-    df = frame(rows, REQUEST_COLUMNS, REQUEST_DTYPES)
-    df["file_cycle"] = df["file_cycle"].fillna(df["cycle"])  # one file read alone: its cycles are the file's
-    df["uncached_input_tokens"] = df["uncached_input_tokens"].fillna(df["input_tokens"] - df["cache_read_tokens"])
-    df["total_tokens"] = df["total_tokens"].fillna(df["input_tokens"] + df["output_tokens"])
-    return df
+    """Canonical request rows; derived columns are filled where the parts are known (on the arrays, before
+    the frame is made: a frame's column assignment costs ten times as much)."""
+    cells = _cells(rows, REQUEST_COLUMNS, REQUEST_DTYPES)
+    cells["file_cycle"] = cells["file_cycle"].fillna(cells["cycle"])  # one file read alone: its cycles are the file's
+    cells["uncached_input_tokens"] = cells["uncached_input_tokens"].fillna(
+        cells["input_tokens"] - cells["cache_read_tokens"]
+    )
+    cells["total_tokens"] = cells["total_tokens"].fillna(cells["input_tokens"] + cells["output_tokens"])
+    return pd.DataFrame(cells, columns=REQUEST_COLUMNS, copy=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit import transcripts
+from kit import schema, transcripts
 from kit.transcripts import cache
 
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
@@ -262,3 +262,44 @@ def test_a_state_resumed_in_another_process_counts_a_repeated_block_once(tmp_pat
     want = transcripts.read(path).output_chars.tolist()
     assert want == transcripts.read(FIXTURES / SESSION).output_chars.tolist()
     assert read_in("2") == str(want)
+
+
+def test_gather_by_slices_and_by_take_agree() -> None:
+    """``_take`` makes a string column of slices when the rows fall in few runs, else takes them: both equal
+    ``pd.concat`` and ``DataFrame.take``, on frames already made of several Arrow chunks."""
+    import numpy as np
+
+    rows = [{"source_path": f"p{i % 7}", "cycle": i, "model": None if i % 3 else "m"} for i in range(300)]
+    chunked = pd.concat([schema.requests_frame(rows[:50]), schema.requests_frame(rows[50:120])], ignore_index=True)
+    frames = [chunked, schema.requests_frame(rows[120:])]
+    segments = {str(n): cache.Segment(f, cache._tool_frame([])) for n, f in enumerate(frames)}
+    arrays = [segments[str(n)].arrays("requests") for n in range(len(frames))]
+    few = np.concatenate([np.arange(0, 40), np.arange(200, 260), np.arange(45, 130)])
+    many = np.random.default_rng(0).permutation(300)[:200]
+    for where in (few, many):
+        want = pd.concat(frames, ignore_index=True).take(where).reset_index(drop=True)
+        pd.testing.assert_frame_equal(cache._take(arrays, frames, where), want)
+    assert cache._runs(few) is not None and cache._runs(many) is None
+
+
+def test_unchanged_call_returns_equal_tables_and_later_calls_leave_earlier_frames(tmp_path: Path) -> None:
+    """An unchanged second call gives equal tables; a frame handed out is not changed by what its holder
+    does to the next one, nor by a later call that grew a file (the gathers reuse the segments' arrays)."""
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    head, tail = halves(ROLLOUT)
+    (folder / ROLLOUT).write_bytes(head)
+    shutil.copy(FIXTURES / SESSION, folder / SESSION)
+    first = transcripts.tables(folder, cache=store)
+    kept = (first[0].copy(deep=True), first[1].copy(deep=True))
+    second = transcripts.tables(folder, cache=store)
+    same(second, first)
+    second[0].loc[:, "input_tokens"] = 0
+    second[0]["model"] = "changed"
+    same(first, kept)
+    with open(folder / ROLLOUT, "ab") as handle:
+        handle.write(tail)
+    third = transcripts.tables(folder, cache=store)
+    third[0].loc[:, "source_path"] = "x"
+    same(first, kept)
+    same(transcripts.tables(folder, cache=store), cold(folder))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import multiprocessing
 import os
 import pickle
@@ -44,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs; used for slices of string columns (_take)
 
 from kit import schema
 from kit.errors import InputError
@@ -57,6 +59,7 @@ CRC_BLOCK = 1 << 20  # a grown file's head is checked this much at a time (``_re
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting processes costs more than it saves
 CHUNKS_PER_WORKER = 4  # work items per process, so that one big file does not leave the other idle
 MAX_SEGMENTS = 16  # more Parquet segments than this are merged into one
+MAX_RUNS = 64  # a gather of more runs of consecutive rows than this copies its strings (``_runs``)
 INDEX = "index.pkl"
 Key = tuple[int, int, int, int, int]
 
@@ -123,6 +126,15 @@ class Segment:
     requests: pd.DataFrame
     tools: pd.DataFrame
     _cycles: list | None = None
+    _arrays: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = field(default_factory=dict)
+
+    def arrays(self, part: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """The column arrays of ``part`` (requests or tools) and their dtypes' names, taken out of the frame
+        once: reaching a column through its frame costs about as much as gathering its rows (``_gather``)."""
+        if part not in self._arrays:
+            frame = getattr(self, part)
+            self._arrays[part] = {name: column.array for name, column in frame.items()}, tuple(map(str, frame.dtypes))
+        return self._arrays[part]
 
     def cycles(self, rows: tuple[int, int]) -> list:
         """The ``cycle`` of the requests ``rows`` (a piece's), as plain ints; the column is taken out once."""
@@ -199,17 +211,18 @@ class Store:
         self.segments = {name: self.merged(list(self.pieces), name)}
 
     def merged(self, paths: list[str], name: str) -> Segment:
-        """A segment of the pieces of ``paths``, whose places are rewritten to point into it."""
-        req, tools, at, tool_at = [], [], 0, 0
-        for path in paths:
-            piece, seg = self.pieces[path], self.segments[self.pieces[path].segment]
-            req.append(seg.requests.iloc[slice(*piece.rows)])
-            tools.append(seg.tools.iloc[slice(*piece.tool_rows)])
+        """A segment of the pieces of ``paths``, whose places are rewritten to point into it (one gather per
+        table, ``_gather``: a slice per piece cost about 0.3 s for a thousand files)."""
+        pieces = [self.pieces[path] for path in paths]
+        requests = _gather([_Take(p.segment, p.rows) for p in pieces], self.segments, "requests", schema.requests_frame)
+        tools = _gather([_Take(p.segment, p.tool_rows) for p in pieces], self.segments, "tools", _tool_frame)
+        at, tool_at = 0, 0
+        for piece in pieces:
             n, m = piece.rows[1] - piece.rows[0], piece.tool_rows[1] - piece.tool_rows[0]
             piece.rows, piece.tool_rows, at, tool_at = (at, at + n), (tool_at, tool_at + m), at + n, tool_at + m
         for piece in self.pieces.values():
             piece.segment = name
-        return Segment(_concat(req, schema.requests_frame), _concat(tools, _tool_frame))
+        return Segment(requests, tools)
 
     def save(self, segments: dict[str, Segment], pieces: dict[str, Piece]) -> None:
         """Write new segments (rows, and their pieces once) and the index of live pieces, atomically; remove the
@@ -505,27 +518,92 @@ def _gather(takes: list[_Take], segments: dict[str, Segment], part: str, empty: 
     """The rows of ``takes`` in order, as one frame: the segments used end to end, then one ``take``.
 
     Slicing a frame per file costs a millisecond or more each (every column is sliced); positions into
-    a few segments cost one gather. The common case, one segment taken whole in order, is returned as is.
+    a few segments cost one gather, made column by column on the arrays (``_take``). The common case,
+    one segment taken whole in order, is returned as is.
     """
     used = list(dict.fromkeys(t.segment for t in takes))
     frames = [getattr(segments[name], part) for name in used]
     start = dict(zip(used, np.cumsum([0, *map(len, frames)]).tolist(), strict=False))
-    positions = [
-        np.arange(t.rows[0], t.rows[1])[t.keep] + start[t.segment]
-        if t.keep is not None
-        else np.arange(t.rows[0] + start[t.segment], t.rows[1] + start[t.segment])
-        for t in takes
-    ]
-    where = np.concatenate(positions) if positions else np.array([], dtype=np.int64)
-    whole = _concat(frames, empty)
-    if len(where) == len(whole) and (len(where) == 0 or (where == np.arange(len(where))).all()):
-        return whole
-    return whole.take(where).reset_index(drop=True)
+    where = _positions(takes, start)
+    if len(where) == 0:
+        return empty([])
+    if len(frames) == 1 and len(where) == len(frames[0]) and (where == np.arange(len(where))).all():
+        return frames[0].reset_index(drop=True)
+    return _take([segments[name].arrays(part) for name in used], frames, where)
+
+
+def _positions(takes: list[_Take], start: dict[str, int]) -> np.ndarray:
+    """The rows of ``takes`` as positions into their segments end to end (``start``: where each begins).
+
+    Made for all takes at once (a repeat of each take's first position plus a running count), then the
+    rows dropped taken out: an ``arange`` per take costs more than the gather itself for a thousand files.
+    """
+    firsts = np.fromiter((t.rows[0] + start[t.segment] for t in takes), dtype=np.int64, count=len(takes))
+    lengths = np.fromiter((t.rows[1] - t.rows[0] for t in takes), dtype=np.int64, count=len(takes))
+    ends = np.cumsum(lengths)
+    where = np.repeat(firsts - ends + lengths, lengths) + np.arange(ends[-1] if len(takes) else 0)
+    kept = [(at, t.keep) for at, t in zip((ends - lengths).tolist(), takes, strict=True) if t.keep is not None]
+    if not kept:
+        return where
+    mask = np.ones(len(where), dtype=bool)
+    for at, keep in kept:
+        mask[at : at + len(keep)] = keep
+    return where[mask]
+
+
+def _take(
+    arrays: list[tuple[dict[str, Any], tuple[str, ...]]], frames: list[pd.DataFrame], where: np.ndarray
+) -> pd.DataFrame:
+    """Rows ``where`` of ``frames`` end to end (their column arrays and dtypes, ``Segment.arrays``), as a new frame.
+
+    Per column, the arrays are joined (no copy for Arrow strings, one for the others) and taken from:
+    ``pd.concat`` and ``DataFrame.take`` do the same with more bookkeeping per column, about twice the
+    time. Frames whose columns or dtypes differ (none of the kit's) go that way, to get pandas' common dtypes.
+    """
+    if any(list(found) != list(arrays[0][0]) or kinds != arrays[0][1] for found, kinds in arrays):
+        return pd.concat(frames, ignore_index=True).take(where).reset_index(drop=True)
+    columns = frames[0].columns
+    runs = _runs(where)
+    cells = {}
+    for name in columns:
+        parts = [found[name] for found, _ in arrays]
+        joined = parts[0] if len(parts) == 1 else type(parts[0])._concat_same_type(parts)
+        if runs is not None and isinstance(joined, pd.arrays.ArrowStringArray):
+            chunked = joined.__arrow_array__()
+            chunks = [chunk for first, n in runs for chunk in chunked.slice(first, n).chunks]
+            cells[name] = pd.arrays.ArrowStringArray(pa.chunked_array(chunks, type=chunked.type), dtype=joined.dtype)
+        else:
+            cells[name] = joined.take(where)
+    return pd.DataFrame(cells, columns=columns, copy=False)
+
+
+def _runs(where: np.ndarray) -> list[tuple[int, int]] | None:
+    """``where`` as runs of consecutive positions (first, length), if there are few (``MAX_RUNS``), else None.
+
+    A string column is then made of slices of its Arrow data (no copy), where a take copies every string:
+    a warm re-read that adds a few files to a history has a few dozen runs.
+    """
+    breaks = np.flatnonzero(np.diff(where) != 1) + 1
+    if len(breaks) >= MAX_RUNS:
+        return None
+    starts = np.concatenate([[0], breaks])
+    lengths = np.diff(np.concatenate([starts, [len(where)]]))
+    return list(zip(where[starts].tolist(), lengths.tolist(), strict=True))
 
 
 def _extend_attrs(out: Parsed, attrs: dict[str, list]) -> None:
     for key, values in attrs.items():
         out.attrs.setdefault(key, []).extend(values)
+
+
+def _joined(attrs: list[dict[str, list]]) -> dict[str, list]:
+    """The files' attrs end to end, as ``Parsed.extend`` would join them one by one (keys in the order
+    ``Parsed`` starts with, then as first seen), one list per key made at once: a thousand files' six
+    lists each, extended one at a time, cost several milliseconds on every call."""
+    keys = dict.fromkeys(Parsed().attrs)
+    for found in attrs:
+        keys.update(dict.fromkeys(found))
+    return {key: list(itertools.chain.from_iterable(found.get(key, ()) for found in attrs)) for key in keys}
 
 
 def _assemble(
@@ -563,12 +641,12 @@ def _assemble(
         dropped: list[set[int]] = [set()] * len(pieces)
         if fmt == claude_session.FORMAT:
             attrs, dropped, group_out.attrs["repeats"] = _claude_group(pieces)
-        for path, piece, own, cycles in zip(group, pieces, attrs, dropped, strict=True):
+        for path, piece, cycles in zip(group, pieces, dropped, strict=True):
             take, kept_tools = _kept(piece, cycles, segments[piece.segment])
             takes[str(path)] = take
             if tools:
                 tool_takes.append(_tool_take(piece, kept_tools, str(path)))
-            _extend_attrs(group_out, own)
+        _extend_attrs(group_out, _joined(attrs))
         _extend_attrs(out, group_out.attrs)
     ordered = [takes[p] for p in sorted(takes, key=order.__getitem__)]
     requests = _gather(ordered, segments, "requests", schema.requests_frame)
