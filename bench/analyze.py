@@ -116,7 +116,7 @@ CASES = [
     Case(
         "occupancy: 1,000 requests (50 trials x 20), 2,850 tool results",
         lambda: occupancy_tables(50, 20),
-        lambda tables: occupancy.occupancy(*tables),
+        lambda tables: occupancy.measure(*tables),
         1.0,
     ),
 ]

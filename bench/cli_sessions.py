@@ -21,11 +21,12 @@ from pathlib import Path
 
 import orjson
 
-from kit import run, tasks
+from kit import tasks
 from kit.agents import claude, cli_common, codex
 from kit.agents.base import TrialSpec
 from kit.design import Arm
 from kit.provider import Conversation, Reply, serve
+from kit.stages import run
 from kit.tasks import tooluse
 
 TARGET_S = 1.3

@@ -57,7 +57,7 @@ from kit.provider.cache import load_profile
 from kit.provider.log import RequestLog
 from kit.provider.policy import Conversation, Reply
 from kit.provider.server import ProviderApp
-from kit.run import EMBEDDED_KEY
+from kit.stages.run import EMBEDDED_KEY
 from kit.tasks import tooluse
 from kit.tasks.batch_read import BatchReadPack, BatchReadPolicy
 
@@ -166,7 +166,7 @@ class Lab:
         self.app.log.close()
 
     def spec(self, batch: str, slot: design.Slot) -> TrialSpec:
-        """The trial as ``kit.run`` builds it, with a batch-unique trial id."""
+        """The trial as ``kit.stages.run`` builds it, with a batch-unique trial id."""
         trial_id = f"{batch}-{slot.trial_id}"
         return TrialSpec(
             batch=batch,

@@ -17,7 +17,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from kit import pipeline, run
+from kit import pipeline
+from kit.stages import run
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = ("sdk-openai", "sdk-anthropic", "codex", "claude")

@@ -48,10 +48,10 @@ def _batch(argv: list[str]) -> int:
 
     report = BatchDir(folder).report_html
     if BatchDir(folder).design.exists():
-        from kit import publish
+        from kit.stages import plot
 
         # headline_for is the headline's sentences, a blank line, then its table: the sentences are the news.
-        print(publish.headline_for(folder).split("\n\n", 1)[0])
+        print(plot.headline_for(folder).split("\n\n", 1)[0])
     if report.exists():
         print(f"report: {_shown(report)}")
     return 0
@@ -72,7 +72,8 @@ def _provider(argv: list[str]) -> int:
 
 def _served_batch(file: str | None, yaml_texts: list[str], pairs: list[tuple[str, str]]) -> dict:
     """``provider serve -f …``: the settings the run stage's provider would use for this batch and salt."""
-    from kit import pipeline, run
+    from kit import pipeline
+    from kit.stages import run
 
     params = pipeline.load_params(file, yaml_texts, pairs)
     if params.get("salt") is None:
@@ -99,7 +100,7 @@ def _occupancy(argv: list[str]) -> int:
 
 
 def _history(argv: list[str]) -> int:
-    from kit import history
+    from kit.stages import history
 
     return history.main(argv)
 

@@ -2,7 +2,7 @@
 
 Why in code: a hand-written column list drifts the moment a stage gains a column. Here the column
 lists come from the modules that write the tables wherever such a list exists (``kit.schema``,
-``kit.metrics``, ``kit.parse``, ``kit.occupancy``, ``kit.analyze``), and each column needs a one-line
+``kit.metrics``, ``kit.stages.parse``, ``kit.occupancy``, ``kit.stages.analyze``), and each column needs a one-line
 meaning and a unit below, or building the dictionary fails. ``tests/test_docs.py`` checks that
 ``docs/tables.md`` is exactly :func:`render`'s output and that every column of the committed example
 batches is described. Regenerate with ``python -m kit.columns > docs/tables.md``.
@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kit import analyze, history, metrics, occupancy, occupancy_block, parse, schema
+from kit import metrics, occupancy, occupancy_block, schema
+from kit.stages import analyze, history, parse
 from kit.transcripts._tools import CATEGORIES
 
 
@@ -174,7 +175,7 @@ _SAVINGS_STATS = {
 TABLES: tuple[Table, ...] = (
     _table(
         "tables/requests.parquet",
-        "parse (`kit.parse`, `kit.transcripts`)",
+        "parse (`kit.stages.parse`, `kit.transcripts`)",
         "The canonical request row: one row per model API response.",
         "transcripts",
         schema.REQUEST_COLUMNS,
@@ -203,7 +204,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "tables/parse_issues.parquet",
-        "parse (`kit.parse`)",
+        "parse (`kit.stages.parse`)",
         "What could not be read, or disagreed between a trial's sources; nothing is silently dropped.",
         "transcripts",
         schema.ISSUE_COLUMNS,
@@ -215,7 +216,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "tables/segments.parquet",
-        "parse (`kit.parse`, from the embedded provider's log)",
+        "parse (`kit.stages.parse`, from the embedded provider's log)",
         "Each request's prompt as hashed segments, which the cache model replays.",
         "structural-cache",
         parse.SEGMENT_COLUMNS,
@@ -227,7 +228,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "tables/events.parquet",
-        "parse (`kit.parse`)",
+        "parse (`kit.stages.parse`)",
         "Transcript events that are not responses (compaction boundaries, system events, API errors).",
         "compaction",
         parse.EVENT_COLUMNS,
@@ -239,7 +240,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/trials.csv",
-        "analyze (`kit.analyze`)",
+        "analyze (`kit.stages.analyze`)",
         "The trials table of every analysed batch, plus the structural-cache figure and prices.",
         "totals",
         [*_TRIALS, "structural_uncached", *analyze.PRICED],
@@ -399,7 +400,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/observed.csv",
-        "analyze (`kit.analyze.observed`)",
+        "analyze (`kit.stages.analyze.observed`)",
         "Each batch's observed point: both arms' hit rates and the uncached and total ratios.",
         "warmth",
         ["batch", "arm_a", "arm_b", "hit_rate_a", "hit_rate_b", "uncached_ratio", "total_ratio"],
@@ -414,7 +415,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/occupancy.csv",
-        "analyze (`kit.occupancy.summary`)",
+        "analyze (`kit.occupancy.arm_means`)",
         "Residual context occupancy per arm and category, averaged over trials.",
         "occupancy",
         occupancy.SUMMARY_COLUMNS,
@@ -429,7 +430,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/occupancy_trials.csv",
-        "analyze (`kit.occupancy.occupancy`)",
+        "analyze (`kit.occupancy.measure`)",
         "Residual context occupancy per trial and category, with the calibration behind it.",
         "occupancy",
         occupancy.COLUMNS,
@@ -514,7 +515,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/savings.csv",
-        "analyze (`kit.analyze.savings`, `kit.stats.per_prompt_savings`)",
+        "analyze (`kit.stages.analyze.savings`, `kit.stats.per_prompt_savings`)",
         "Per-prompt savings of each arm over the baseline, summarised across prompts.",
         "savings",
         [
@@ -548,7 +549,7 @@ TABLES: tuple[Table, ...] = (
 )
 
 
-# ``python -m kit history`` (kit/history.py): paths relative to a history folder, not a batch folder.
+# ``python -m kit history`` (kit/stages/history.py): paths relative to a history folder, not a batch folder.
 _VIEW_SUMS = history.VIEW_COLUMNS
 _HISTORY_COMMON = {
     "agent": ("`main`, or `subagent` for subagent and compaction requests (their own window), shown apart", "text"),
@@ -577,7 +578,7 @@ TABLES += (
     *tuple(
         _history(
             f"analysis/usage_by_{view}.csv",
-            "history (`kit.history.usage`)",
+            "history (`kit.stages.history.usage`)",
             f"Usage by {view}, main and subagent rows apart (ccusage's `{view}` view, with cost and hit rate).",
             "totals",
             [key, *(["project", "started_at"] if view == "session" else []), "agent", *_VIEW_SUMS],
@@ -587,7 +588,7 @@ TABLES += (
     ),
     _history(
         "analysis/sessions.csv",
-        "history (`kit.history.sessions`)",
+        "history (`kit.stages.history.sessions`)",
         "Per session: cycles, prompt growth, compactions and context drops, sums (subagents included) and cost.",
         "compaction",
         [
@@ -624,14 +625,14 @@ TABLES += (
     ),
     Table(
         "history/analysis/occupancy_sessions.csv",
-        "history (`kit.occupancy.occupancy`, trial = session)",
+        "history (`kit.occupancy.measure`, trial = session)",
         "Residual context occupancy per session, the batch analysis's table.",
         "occupancy",
         _OCCUPANCY.columns,
     ),
     _history(
         "analysis/structural_sessions.csv",
-        "history (`kit.history.structural`, `kit.cachemodel`)",
+        "history (`kit.stages.history.structural`, `kit.cachemodel`)",
         "Per session, observed cache reads against prompts rebuilt under the prefix-extension rule and replayed.",
         "structural-cache",
         [
@@ -665,7 +666,7 @@ TABLES += (
     ),
     _history(
         "analysis/warmth.csv",
-        "history (`kit.history.warmth`)",
+        "history (`kit.stages.history.warmth`)",
         "The warmth curve of the user's sessions: the previous prompt's share read from cache, by idle gap.",
         "warmth",
         ["gap", "requests", "reusable_tokens", "cached_tokens", "share_cached"],
@@ -679,7 +680,7 @@ TABLES += (
     ),
     _history(
         "analysis/unpriced_models.csv",
-        "history (`kit.history.load`)",
+        "history (`kit.stages.history.load`)",
         "Models with known usage but no rate on a card: their cost is empty, never zero.",
         "totals",
         ["card", "model", "requests", "tokens"],
@@ -687,7 +688,7 @@ TABLES += (
     ),
     _history(
         "analysis/compare.csv",
-        "history (`kit.history.compare`)",
+        "history (`kit.stages.history.compare`)",
         "A before/after comparison of two groups of sessions: per-session means with intervals (a cross-run stitch).",
         "stitch",
         ["group", "metric", "sessions", "mean", "lower", "upper"],
@@ -702,7 +703,7 @@ TABLES += (
     ),
     _history(
         "analysis/compare_ratios.csv",
-        "history (`kit.history.compare`)",
+        "history (`kit.stages.history.compare`)",
         "The ratio of the groups' means (second / first), for reference only, with its interval and stitch label.",
         "stitch",
         ["metric", "ratio", "lower", "upper", "label"],

@@ -128,7 +128,7 @@ def trial_id(arm: str, run: int) -> str:
     return f"r{run:02d}-{arm}"
 
 
-def arm_order(arms: list[str], run: int, order: str, seed: int) -> list[str]:
+def _arm_order(arms: list[str], run: int, order: str, seed: int) -> list[str]:
     """The arms of one run in the order they start."""
     if order == "alternate":
         return list(arms) if run % 2 == 0 else list(reversed(arms))
@@ -154,7 +154,7 @@ def schedule(
             )
         pairs = [(run, arm) for arm in arms for run in range(runs_per_arm)]
     else:
-        pairs = [(run, arm) for run in range(runs_per_arm) for arm in arm_order(arms, run, order, seed)]
+        pairs = [(run, arm) for run in range(runs_per_arm) for arm in _arm_order(arms, run, order, seed)]
     return [Slot(i, run, arm, trial_id(arm, run), nonce(salt, arm, run)) for i, (run, arm) in enumerate(pairs)]
 
 

@@ -1,7 +1,7 @@
-"""The history's figures and report (``kit.history``): a user's own sessions, not a simulation.
+"""The history's figures and report (``kit.stages.history``): a user's own sessions, not a simulation.
 
 The report reuses the batch report's table and HTML helpers (``kit.report``) and the figures' writer
-(``kit.plots.save``), so a history folder reads like a batch folder: ``report.md``/``report.html``,
+(``kit.charts.save``), so a history folder reads like a batch folder: ``report.md``/``report.html``,
 ``figures/*.png|svg``, ``analysis/*.csv``, ``tables/``. Every section cites the method it applies.
 """
 
@@ -18,12 +18,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from kit import history, plots
+from kit import charts
 from kit.layout import BatchDir, write_text
 from kit.report import _html, interval, md_table
+from kit.stages import history
 
 if TYPE_CHECKING:
-    from kit.history import Result
+    from kit.stages.history import Result
 
 METHOD = "docs/method.md"
 BANNER = (
@@ -52,16 +53,16 @@ def daily_usage(day_view: pd.DataFrame) -> Figure:
     fig, ax = plt.subplots(figsize=(10, 4.5))
     days = day_view[day_view["day"] != "unknown"].groupby("day").sum(numeric_only=True).sort_index()
     if days.empty:
-        plots._empty(ax, "no dated responses")
+        charts._empty(ax, "no dated responses")
         return _title(fig, "Tokens per day", "your own sessions")
     parts = days.assign(uncached_fresh=days["uncached_input_tokens"] - days["cache_write_tokens"].fillna(0))
     bottom = np.zeros(len(parts))
-    for (column, label), color in zip(TOKEN_PARTS.items(), plots.CATEGORY_PALETTE, strict=False):
+    for (column, label), color in zip(TOKEN_PARTS.items(), charts.CATEGORY_PALETTE, strict=False):
         values = parts[column].astype(float).fillna(0).clip(lower=0).to_numpy()
         ax.bar(parts.index, values, bottom=bottom, label=label, color=color)
         bottom += values
     ax.set_ylabel("tokens")
-    plots._thousands(ax)
+    charts._thousands(ax)
     ax.legend(fontsize=8)
     ax.tick_params(axis="x", rotation=60, labelsize=7)
     return _title(fig, "Tokens per day", "your own sessions (UTC days); cache write is part of the uncached input")
@@ -71,9 +72,9 @@ def warmth_curve(warmth: pd.DataFrame) -> Figure:
     """Share of the reusable prefix read from cache by the idle gap before a request (docs/method.md#warmth)."""
     fig, ax = plt.subplots(figsize=(8, 4.2))
     if warmth["requests"].sum() == 0:
-        plots._empty(ax, "no consecutive requests with times")
+        charts._empty(ax, "no consecutive requests with times")
     else:
-        ax.plot(warmth["gap"], warmth["share_cached"], marker="o", color=plots.REFERENCE_COLOR)
+        ax.plot(warmth["gap"], warmth["share_cached"], marker="o", color=charts.REFERENCE_COLOR)
         for x, (share, n) in enumerate(zip(warmth["share_cached"], warmth["requests"], strict=True)):
             if pd.notna(share):
                 ax.annotate(f"n={n}", (x, share), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
@@ -84,14 +85,14 @@ def warmth_curve(warmth: pd.DataFrame) -> Figure:
     return _title(fig, "Warmth curve of your sessions", note)
 
 
-def structural_scatter(structural: pd.DataFrame) -> Figure:
+def _structural_scatter(structural: pd.DataFrame) -> Figure:
     """Per session, observed cache share against the structural (ideal, prefix-extension) share."""
     fig, ax = plt.subplots(figsize=(6, 5.5))
     if structural.empty:
-        plots._empty(ax, "no sessions")
+        charts._empty(ax, "no sessions")
     else:
         ax.scatter(structural["structural_share"], structural["observed_share"], s=18, alpha=0.7)
-        ax.plot([0, 1], [0, 1], color=plots.REFERENCE_COLOR, lw=0.8, ls="--")
+        ax.plot([0, 1], [0, 1], color=charts.REFERENCE_COLOR, lw=0.8, ls="--")
         ax.set_xlim(0, 1.02)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("structural cache share (modelled, ideal)")
@@ -100,20 +101,20 @@ def structural_scatter(structural: pd.DataFrame) -> Figure:
     return _title(fig, "Structural cache vs observed", note)
 
 
-def compare_intervals(table: pd.DataFrame, label: str) -> Figure:
+def _compare_intervals(table: pd.DataFrame, label: str) -> Figure:
     """Mean per session of each group with its interval, per metric: the comparison's figure (no ratio)."""
     metrics = list(dict.fromkeys(table["metric"]))
     fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.6), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         rows = table[table["metric"] == metric].reset_index(drop=True)
         for y, row in rows.iterrows():
-            color = plots.ARM_PALETTE[y % len(plots.ARM_PALETTE)]
+            color = charts.ARM_PALETTE[y % len(charts.ARM_PALETTE)]
             ax.plot([row["mean"]], [y], "o", color=color)
             if pd.notna(row["lower"]):
                 ax.plot([row["lower"], row["upper"]], [y, y], color=color)
         ax.set_yticks(range(len(rows)), [f"{g} (n={n})" for g, n in zip(rows["group"], rows["sessions"], strict=True)])
         ax.set_title(f"{metric} per session", fontsize=9)
-        plots._thousands(ax, "x")
+        charts._thousands(ax, "x")
         ax.set_ylim(-0.7, len(rows) - 0.3)
     return _title(fig, f"Before/after — {label.upper()}", "means per session with 95% bootstrap intervals")
 
@@ -123,14 +124,14 @@ def figures(result: Result, folder: Path) -> dict[str, Path]:
     made = {
         "daily_usage": daily_usage(result.views["day"]) if "day" in result.views else None,
         "warmth_curve": warmth_curve(result.warmth),
-        "structural_vs_observed": structural_scatter(result.structural),
+        "structural_vs_observed": _structural_scatter(result.structural),
     }
     if result.comparison is not None:
-        made["compare"] = compare_intervals(result.comparison.table, result.comparison.label)
+        made["compare"] = _compare_intervals(result.comparison.table, result.comparison.label)
     written = {}
     for name, fig in made.items():
         if fig is not None:
-            written[f"figure_{name}"] = plots.save(fig, folder, name)[0]
+            written[f"figure_{name}"] = charts.save(fig, folder, name)[0]
             plt.close(fig)
     return written
 

@@ -155,7 +155,7 @@ def shown(path: Path) -> str:
     return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(full)
 
 
-def batches_in(outputs_dir: Path) -> list[str]:
+def _batches_in(outputs_dir: Path) -> list[str]:
     """The names of the batch folders (those with a manifest.json) directly under ``outputs_dir``."""
     return sorted(p.parent.name for p in outputs_dir.glob("*/manifest.json"))
 
@@ -165,7 +165,7 @@ def require_batch(path: Path, name: str = "batch_dir") -> Path:
     beside it, so a misspelled name is refused instead of reading nothing and writing empty tables."""
     if BatchDir(path).is_batch():
         return path
-    here = batches_in(path.parent)
+    here = _batches_in(path.parent)
     close = difflib.get_close_matches(path.name, here, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     accepted = f"a batch in {shown(path.parent)}: {', '.join(here)}" if here else f"none in {shown(path.parent)} yet"

@@ -374,30 +374,30 @@ def _trial_rows(req: pd.DataFrame, gaps: list[_Gap], calibration: Calibration, w
 
 
 def _check(requests: pd.DataFrame, tool_results: pd.DataFrame, keys: list[str]) -> None:
-    require_columns(requests, [*keys, "cycle", "input_tokens", "output_tokens"], "occupancy(requests)")
-    require_columns(tool_results, [*keys, "cycle", "category", "chars"], "occupancy(tool_results)")
+    require_columns(requests, [*keys, "cycle", "input_tokens", "output_tokens"], "measure(requests)")
+    require_columns(tool_results, [*keys, "cycle", "category", "chars"], "measure(tool_results)")
     for name, frame in (("requests", requests), ("tool_results", tool_results)):
         bad = frame.index[frame["trial_id"].isna() | frame["cycle"].isna()]
         if len(bad):
-            raise InputError(f"occupancy({name}): row {bad[0]} has no trial_id or cycle; fill them (parse stage) first")
+            raise InputError(f"measure({name}): row {bad[0]} has no trial_id or cycle; fill them (parse stage) first")
     dup = requests.duplicated([*keys, "cycle"])
     if dup.any():
         row = requests[dup].iloc[0]
         where = f" ({row['source_path']}:{row['source_line']})" if "source_path" in requests else ""
         raise InputError(
-            f"occupancy(requests): trial {row['trial_id']} has cycle {row['cycle']} twice{where}; one window per "
+            f"measure(requests): trial {row['trial_id']} has cycle {row['cycle']} twice{where}; one window per "
             "trial is measured, so number a trial's transcript files across the trial (the parse stage does) and "
             "mark subagent responses (sidechain)"
         )
     bad_chars = tool_results.index[tool_results["chars"].isna() | (tool_results["chars"] < 0)]
     if len(bad_chars):
-        raise InputError(f"occupancy(tool_results): row {bad_chars[0]}: chars must be a known count >= 0")
+        raise InputError(f"measure(tool_results): row {bad_chars[0]}: chars must be a known count >= 0")
 
 
 def _compactions(events: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame:
     if events is None or events.empty:
         return pd.DataFrame(columns=[*keys, "cycle"])
-    require_columns(events, [*keys, "cycle"], "occupancy(events)")
+    require_columns(events, [*keys, "cycle"], "measure(events)")
     if "kind" in events.columns:
         events = events[events["kind"].isin(COMPACTION_KINDS)]
     return events[[*keys, "cycle"]]
@@ -427,7 +427,7 @@ class _TrialGaps(NamedTuple):
     measured: Calibration | None  # None: not measured on this trial (borrowed from its arm)
 
 
-def occupancy(
+def measure(
     requests: pd.DataFrame,
     tool_results: pd.DataFrame,
     *,
@@ -485,14 +485,14 @@ def occupancy(
     return out.astype({"results": "Int64", "requests": "Int64", "compactions": "Int64", "sessions": "Int64"})
 
 
-def summary(occ: pd.DataFrame, *, parts_only: bool = True) -> pd.DataFrame:
-    """Per arm and category, the mean over trials (what ``kit.plots.occupancy_bars`` stacks).
+def arm_means(occ: pd.DataFrame, *, parts_only: bool = True) -> pd.DataFrame:
+    """Per arm and category, the mean over trials (what ``kit.charts.occupancy_bars`` stacks).
 
     ``parts_only`` keeps the disjoint categories (``PARTS``), which sum to the final context, so a
     stacked bar is the whole window's use; ``False`` adds the totals (final context, file access, fixed
     base). ``err`` is the mean of the trials' attribution errors (one calibration method for all).
     """
-    require_columns(occ, ["arm", "category", "tokens", "share_of_context", "share_of_window", "err"], "summary(occ)")
+    require_columns(occ, ["arm", "category", "tokens", "share_of_context", "share_of_window", "err"], "arm_means(occ)")
     wanted = PARTS if parts_only else CATEGORIES
     frame = occ[occ["category"].isin(wanted)].assign(arm=occ["arm"].astype("string"))
     grouped = frame.groupby(["arm", "category"], sort=False, dropna=False)

@@ -95,7 +95,7 @@ def _measure(trials: pd.DataFrame) -> str:
 def block(rows: pd.DataFrame, window_tokens: int | None = None) -> str:
     """The block of one session, or of an arm's trials (then each figure is the mean over them).
 
-    ``rows``: ``kit.occupancy.occupancy`` rows of one trial or of several (one arm). Calibration notes
+    ``rows``: ``kit.occupancy.measure`` rows of one trial or of several (one arm). Calibration notes
     (a borrowed or default ratio, a ratio outside the range of dense source) follow as ``! …`` lines.
     ``window_tokens`` defaults to the one the rows were computed with (final context / its window share).
     """
@@ -207,7 +207,7 @@ def warnings(occupancy_trials: pd.DataFrame) -> list[str]:
     return out
 
 
-def comparison_lines(row: dict) -> list[str]:
+def _comparison_lines(row: dict) -> list[str]:
     """The comparison and the fixed-overhead line, as the block's continuation."""
     level = f"{row['confidence']:.0%} CI"
     if np.isnan(row["ratio"]):
@@ -252,7 +252,7 @@ def session(path: Path, window_tokens: int = occ.WINDOW_TOKENS) -> pd.DataFrame:
     ident = {"batch": "sessions", "arm": "session", "run": 0, "trial_id": path.name}
     events = pd.DataFrame(req.attrs.get("events", []), columns=["cycle", "kind"]).assign(trial_id=path.name)
     events = events.assign(batch="sessions").dropna(subset=["cycle"])
-    return occ.occupancy(req.assign(**ident), res.assign(**ident), events=events, window_tokens=window_tokens)
+    return occ.measure(req.assign(**ident), res.assign(**ident), events=events, window_tokens=window_tokens)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,5 +296,5 @@ def for_batch(analysis_dir: Path) -> str:
     parts = [f"arm {arm}:\n{text}" for arm, text in arms(trials).items()]
     if compared_csv.is_file():
         for row in read_csv_as_written(compared_csv).to_dict("records"):
-            parts.append("\n".join(comparison_lines(row)))
+            parts.append("\n".join(_comparison_lines(row)))
     return "\n\n".join(parts)

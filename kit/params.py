@@ -120,7 +120,7 @@ RUN = [
     Param("survival", (int, float), "a number from 0 to 1", lambda v: 0 <= v <= 1),
     Param("timeout_s", (int, float), "seconds > 0", lambda v: v > 0),
     Param("max_cycles", (int,), "an integer >= 1", lambda v: v >= 1),
-    # a non-empty mapping here; its keys and values are checked by kit.run (docs/method.md#planning)
+    # a non-empty mapping here; its keys and values are checked by kit.stages.run (docs/method.md#planning)
     Param("stop", (dict,), STOP_RULE, lambda v: bool(v), optional=True),
     _BASELINE,
 ]
@@ -238,7 +238,7 @@ def injected_names(history: list[str] | None) -> list[str]:
     return names
 
 
-def known_names() -> set[str]:
+def _known_names() -> set[str]:
     """Every parameter some notebook declares: what a shared parameters file may hold."""
     return {p.name for spec in NOTEBOOKS.values() for p in spec}
 
@@ -246,7 +246,7 @@ def known_names() -> set[str]:
 def check_names(names: list[str], spec: list[Param]) -> None:
     """Refuse a parameter name no notebook declares, suggesting the closest; a name another stage declares
     passes (one parameters file serves every stage), and so do papermill's own ``PAPERMILL_*`` paths."""
-    everywhere = known_names()
+    everywhere = _known_names()
     for name in names:
         if name not in everywhere and not name.startswith("PAPERMILL_"):
             raise ParamError(name, f"unknown parameter{did_you_mean(name, everywhere)}", [p.name for p in spec])

@@ -27,7 +27,7 @@ class PingRefused(KitError, ValueError):
 
 def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> dict:
     """Run a one-prompt trial; return what was reached. Raises ``PingRefused`` before any request."""
-    from kit import run
+    from kit.stages import run
 
     if backend not in BACKENDS:
         raise PingRefused(f"backend {backend!r} is not available; accepted: {sorted(BACKENDS)}")

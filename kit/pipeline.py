@@ -85,7 +85,7 @@ class IPCKernelManager(AsyncKernelManager):
             await super()._async_interrupt_kernel()
 
 
-def resolve_value(text: str) -> Any:
+def _resolve_value(text: str) -> Any:
     """papermill's ``-p`` typing: True/False/None, int, float, else the string."""
     if text in ("True", "False", "None"):
         return {"True": True, "False": False, "None": None}[text]
@@ -120,7 +120,7 @@ def load_params(file: str | None, yaml_strings: Sequence[str] = (), pairs: Seque
     for text in yaml_strings:
         params.update(_yaml_mapping(text, f"-y {text!r}"))
     for key, value in pairs:
-        params[key] = resolve_value(value)
+        params[key] = _resolve_value(value)
     return params
 
 
@@ -204,7 +204,7 @@ def _locate(params: dict[str, Any], stages: tuple[str, ...]) -> None:
 def _check_run(params: dict[str, Any], folder: Path) -> list[str]:
     """The run stage's checks (``run.configure``), a resume against the batch's design, and the API key
     a real endpoint needs; returns the arms."""
-    from kit import run
+    from kit.stages import run
 
     cfg = run.configure({**defaults("run"), **_declared("run", params)})
     if BatchDir(folder).is_batch():
@@ -281,7 +281,7 @@ def run_stage(stage: str, folder: Path, parameters: dict[str, Any], timeout_s: i
         failed = folder / f"{stage}.failed.ipynb"
         if running.exists():
             _move(running, failed)
-            record_failure(failed, exc)
+            _record_failure(failed, exc)
             export_html(failed)
         raise StageFailed(stage, failed, exc) from exc
     _move(running, out)
@@ -301,7 +301,7 @@ def _move(running: Path, dest: Path) -> None:
     running.unlink()
 
 
-def record_failure(notebook: Path, exc: Exception) -> None:
+def _record_failure(notebook: Path, exc: Exception) -> None:
     """Make sure the saved ``notebook`` shows ``exc``: unless a cell already holds an error, the error goes
     into the last cell that started (the one that was running) and the notebook is marked as failed."""
     import nbformat

@@ -72,7 +72,7 @@ def rate_card(card: Card = "usd") -> pd.DataFrame:
     return frame.astype({c: "Float64" for c in RATE_COLUMNS})
 
 
-def match_model(model: str, card: Card = "usd") -> dict | None:
+def _match_model(model: str, card: Card = "usd") -> dict | None:
     """The card row for ``model``: an exact name first, else the longest listed prefix; None if unknown."""
     rows = _card_rows(card)
     for row in rows:
@@ -127,7 +127,7 @@ def price(frame: pd.DataFrame, card: Card = "usd") -> pd.Series:
     unknown: list[str] = []
     unsplit = long_trials = 0
     for model, idx in frame.groupby(frame["model"].astype("string").fillna("<missing>"), sort=False).groups.items():
-        row = match_model(str(model), card)
+        row = _match_model(str(model), card)
         if row is None:
             unknown.append(str(model))
             continue

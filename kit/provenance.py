@@ -12,7 +12,7 @@ import kit
 PACKAGES = ("openai", "anthropic", "tiktoken", "pandas", "numpy", "scipy", "papermill", "seaborn", "pyarrow")
 
 
-def git_commit(path: Path | None = None) -> str | None:
+def _git_commit(path: Path | None = None) -> str | None:
     """The commit of the kit's checkout (None when not a git checkout)."""
     root = path or Path(kit.__file__).resolve().parent.parent
     try:
@@ -33,7 +33,7 @@ def git_commit(path: Path | None = None) -> str | None:
 def versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {
         "kit": kit.__version__,
-        "kit_commit": git_commit(),
+        "kit_commit": _git_commit(),
         "python": platform.python_version(),
     }
     for name in PACKAGES:

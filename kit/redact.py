@@ -22,7 +22,7 @@ KEY_SHAPE = re.compile(r"\b(sk-(?:proj-|ant-(?:api\d\d-)?)?[A-Za-z0-9_\-]{16,})"
 MASK = "[REDACTED]"
 
 
-def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
+def _secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """Values of credential-named variables (longest first, so overlaps redact fully)."""
     source = os.environ if env is None else env
     values = {v for k, v in source.items() if SECRET_NAME.search(k) and v and len(v) >= 6}
@@ -30,14 +30,14 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 def redact_text(text: str, secrets: list[str] | None = None) -> str:
-    for value in secret_values() if secrets is None else secrets:
+    for value in _secret_values() if secrets is None else secrets:
         text = text.replace(value, MASK)
     return KEY_SHAPE.sub(MASK, text)
 
 
 def redact(obj: Any, secrets: list[str] | None = None) -> Any:
     """A copy of ``obj`` (JSON-like) with secret values and key-shaped strings masked."""
-    secrets = secret_values() if secrets is None else secrets
+    secrets = _secret_values() if secrets is None else secrets
     if isinstance(obj, str):
         return redact_text(obj, secrets)
     if isinstance(obj, dict):

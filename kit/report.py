@@ -22,9 +22,9 @@ import mistune
 import pandas as pd
 
 from kit import occupancy_block, stats
+from kit.charts import METRIC_LABELS, grade_summary, n_per_arm
 from kit.design_table import ARM_COLUMNS, shared_prefix_label
 from kit.layout import BatchDir, write_text
-from kit.plots import METRIC_LABELS, grade_summary, n_per_arm
 from kit.schema import QUOTA
 
 SIMULATION_BANNER = (
@@ -192,7 +192,7 @@ def _diagnostic_note(design: dict) -> str:
     )
 
 
-def runs_needed_sentences(ratios: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
+def _runs_needed_sentences(ratios: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
     """How many runs per arm this effect needs, at the spread these trials showed (docs/method.md#planning)."""
     out = []
     for _, row in _metric_rows(ratios, "total_tokens").iterrows():
@@ -586,7 +586,7 @@ def quota_line(trials: pd.DataFrame) -> str:
     )
 
 
-def occupancy_section(batch_dir: Path) -> list[str]:
+def _occupancy_section(batch_dir: Path) -> list[str]:
     """Residual context occupancy as docs/method.md#occupancy prints it: each arm's block, the explore residual
     against file access with its interval, and the fixed overhead; nothing when the batch compares no explore
     tool (``analysis/occupancy_comparison.csv`` without a row), where per-answer cost is the question."""
@@ -647,7 +647,7 @@ def write_report(
     lines += [f"# Token-cost report: {batch_text}", ""]
     totals = total_sentences(ratios, design, headline) or ["No total-token comparison between arms is available."]
     lines += [f"**{s}**" for s in totals] + [""]
-    lines += [" ".join(needed), ""] if (needed := runs_needed_sentences(ratios, trials)) else []
+    lines += [" ".join(needed), ""] if (needed := _runs_needed_sentences(ratios, trials)) else []
     uncached = uncached_sentences(ratios, design)
     if uncached:
         lines += [" ".join(uncached), ""]
@@ -658,7 +658,7 @@ def write_report(
     lines += code_mode_section(trials, design)
     lines += _savings_section(savings)
     lines += _quality_section(trials, ratios, arms)
-    lines += occupancy_section(batch_dir)
+    lines += _occupancy_section(batch_dir)
     lines += ["## All comparisons", "", md_table(_ratios_table(ratios)) if not ratios.empty else "_(no rows)_", ""]
     lines += _figure_lines(batch_dir, figures)
     markdown = "\n".join(lines).rstrip() + "\n"

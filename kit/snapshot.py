@@ -117,7 +117,7 @@ def parse_snapshot(data: Any, source: str = "<snapshot>") -> Snapshot:
     return Snapshot(dict(metadata), tuple(prompts), {k: tuple(v) for k, v in arms.items()}, source)
 
 
-def token_counts(snapshot: Snapshot, encoding: str = "o200k_base") -> pd.DataFrame:
+def _token_counts(snapshot: Snapshot, encoding: str = "o200k_base") -> pd.DataFrame:
     """Output tokens per prompt (rows, by index) and arm (columns, file order)."""
     return pd.DataFrame({arm: [count(text, encoding) for text in outs] for arm, outs in snapshot.arms.items()})
 
@@ -137,7 +137,7 @@ def snapshot_table(
     """
     if control not in snapshot.arms:
         raise SnapshotError(f"{snapshot.source}: control arm {control!r} not in $.arms; have {list(snapshot.arms)}")
-    counts = token_counts(snapshot, encoding)
+    counts = _token_counts(snapshot, encoding)
     rows = []
     for skill in snapshot.skills:
         if skill == control:
@@ -241,7 +241,7 @@ def snapshot_to_trials(snapshot: Snapshot, encoding: str = "o200k_base", batch: 
     snapshot does not record the order (caveman's runner went arm by arm: a blocked schedule).
     """
     name = batch or (Path(snapshot.source).stem if snapshot.source != "<snapshot>" else "snapshot")
-    counts = token_counts(snapshot, encoding)
+    counts = _token_counts(snapshot, encoding)
     rows = []
     for arm in snapshot.arms:
         for run, tokens in enumerate(counts[arm]):

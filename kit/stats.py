@@ -105,13 +105,13 @@ def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> N
         raise InputError(f"{what}: missing column(s) {', '.join(missing)}; have {', '.join(map(str, frame.columns))}")
 
 
-def check_options(confidence: float) -> None:
+def _check_options(confidence: float) -> None:
     """Refuse a confidence outside (0, 1), naming the parameter (numpy would fail later, about quantiles)."""
     if not (isinstance(confidence, int | float) and 0 < confidence < 1):
         raise ParamError("confidence", f"got {confidence!r}", "a number strictly between 0 and 1, e.g. 0.95")
 
 
-def check_resamples(n_resamples: int) -> None:
+def _check_resamples(n_resamples: int) -> None:
     """Refuse fewer than ``MIN_RESAMPLES`` resamples where an interval resamples (a 2.5% tail of 200 is 5 values).
 
     Checked by the resampling methods themselves: the analytic default never reads ``n_resamples``.
@@ -120,7 +120,7 @@ def check_resamples(n_resamples: int) -> None:
         raise ParamError("n_resamples", f"got {n_resamples!r}", f"an integer >= {MIN_RESAMPLES:,}")
 
 
-def check_values(values: pd.Series | np.ndarray, metric: str) -> None:
+def _check_values(values: pd.Series | np.ndarray, metric: str) -> None:
     """Refuse infinite values, and negative token counts: a bad parse, not data (NaN stays: usage unknown).
 
     Only token counts (``*tokens``, ``*uncached``) must be >= 0; other metrics (a residual) may go below zero.
@@ -257,7 +257,7 @@ def _bootstrap_t(
     such standard errors are floored at ``SE_FLOOR`` times the sample's. One set of resample indices
     serves every leading row (the rows are independent samples, so sharing the indices costs nothing).
     """
-    check_resamples(n_resamples)
+    _check_resamples(n_resamples)
     theta, se = _estimate_and_se(a, b, paired=paired, log_ratio=log_ratio)
     na, nb = a.shape[-1], b.shape[-1]
     rows = int(np.prod(a.shape[:-1], dtype=np.int64))
@@ -401,7 +401,7 @@ def _interval_scipy(
     method: ScipyMethod,
 ) -> tuple[float, float]:
     """scipy's bootstrap, vectorised and chunked; NaN bounds when the bootstrap distribution degenerates."""
-    check_resamples(n_resamples)
+    _check_resamples(n_resamples)
     batch = max(1, min(n_resamples, _CELLS_PER_CHUNK // max(len(s) for s in samples)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sps.DegenerateDataWarning)
@@ -433,7 +433,7 @@ def two_level_means(
     are then drawn within each chosen batch, jointly across samples when ``paired`` (aligned arrays).
     Vectorised over resamples in chunks, so memory stays bounded for any size.
     """
-    check_resamples(n_resamples)
+    _check_resamples(n_resamples)
     k, n_samples = len(groups), len(groups[0])
     lens = np.array([[len(g[j]) for j in range(n_samples)] for g in groups], dtype=np.int64)
     if paired and not (lens == lens[:, :1]).all():
@@ -504,7 +504,7 @@ def mean_interval(
     """
     if method not in MEAN_METHODS:
         raise ParamError("method", f"got {method!r}", list(MEAN_METHODS))
-    check_options(confidence)
+    _check_options(confidence)
     x = np.asarray(values, dtype=float)
     keys = list(batches) if batches is not None else [None] * len(x)
     levels = list(dict.fromkeys(keys))
@@ -744,7 +744,7 @@ def _checked(trials: pd.DataFrame, metric: str, a: str, b: str, method: str, con
     require_columns(trials, ["batch", "arm", "run", metric], "ratio()")
     if method not in METHODS:
         raise ParamError("method", f"got {method!r}", list(METHODS))
-    check_options(confidence)
+    _check_options(confidence)
     for name in (a, b):
         if not (trials["arm"] == name).any():
             raise InputError(
@@ -752,7 +752,7 @@ def _checked(trials: pd.DataFrame, metric: str, a: str, b: str, method: str, con
             )
     ok = _ok(trials)
     if metric not in DIFFERENCE_METRICS:
-        check_values(ok.loc[ok["arm"].isin([a, b]), metric], metric)
+        _check_values(ok.loc[ok["arm"].isin([a, b]), metric], metric)
     return ok
 
 
@@ -945,7 +945,7 @@ def _batch_points(ok: pd.DataFrame, a: str, b: str, metric: str) -> list[dict]:
     return rows
 
 
-def warmth_slope(
+def _warmth_slope(
     log_ratio: np.ndarray, hit: np.ndarray, var: np.ndarray, confidence: float = 0.95
 ) -> tuple[float, float, float]:
     """Slope of the log ratio against the hit rate across batches, with its interval (random-effects regression).
@@ -1020,7 +1020,7 @@ def warmth_invariance(
     else ``undetermined``; ``claim_ok`` says whether batches and control suffice; ``reason`` says why not.
     """
     require_columns(trials, ["batch", "arm", metric], "warmth_invariance()")
-    check_options(confidence)
+    _check_options(confidence)
     ok = _ok(trials)
     rows = _batch_points(ok, a, b, metric)
     used = [r["batch"] for r in rows]
@@ -1039,7 +1039,7 @@ def warmth_invariance(
     slope = (nan, nan, nan)
     points = [r for r in rows if np.isfinite(r["hit_rate"])]
     if len(points) >= MIN_BATCHES_FOR_CACHE_CLAIM and np.ptp([r["hit_rate"] for r in points]) > 0:
-        slope = warmth_slope(
+        slope = _warmth_slope(
             np.log([r["ratio"] for r in points]),
             np.array([r["hit_rate"] for r in points]),
             np.array([r["log_ratio_var"] for r in points]),
@@ -1171,7 +1171,7 @@ def plan(
     table. ``assurance`` is the probability of reaching the target (0.5: the median batch reaches it).
     Validated against simulation in the known-truth study (``bench/known_truth.md#planner``).
     """
-    check_options(confidence)
+    _check_options(confidence)
     if not 0 < assurance < 1:
         raise ParamError("assurance", f"got {assurance!r}", "a probability strictly between 0 and 1, e.g. 0.5 or 0.8")
     if (precision is None) == (effect is None):

@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from kit import analyze, parse, pipeline, run
+from kit import pipeline
+from kit.stages import analyze, parse, run
 from kit.tasks import batch_read
 from tests.paths import ROOT
 

@@ -25,8 +25,8 @@ import orjson
 import pytest
 from PIL import Image
 
-from kit import plots
-from kit.publish import batch_figures
+from kit import charts
+from kit.stages.plot import batch_figures
 from tests.paths import ROOT
 
 EXAMPLE = ROOT / "outputs" / "examples" / "batch-read"
@@ -219,7 +219,7 @@ def _arm_colour_pixels(png: bytes) -> dict[str, int]:
     """Pixels within a small distance of each arm's fixed colour: the figures' lines and points."""
     pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=int).reshape(-1, 3)
     counts = {}
-    for arm, colour in plots.arm_colors(["placebo", "batching"]).items():
+    for arm, colour in charts.arm_colors(["placebo", "batching"]).items():
         rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
         counts[arm] = int((np.abs(pixels - rgb).sum(axis=1) < 24).sum())
     return counts
@@ -237,7 +237,7 @@ def test_executed_plot_notebook_shows_every_figure_with_its_stylesheet(rendered)
     page = rendered["plot.html"]
     _assert_every_figure_loaded(page)
     assert any(s.endswith("/_static/index.css") for s in page["sheets"] if s != "inline"), page["sheets"]
-    assert "publish.publish" in page["text"]  # the code cells are there, not only their outputs
+    assert "plot.publish" in page["text"]  # the code cells are there, not only their outputs
     # nbconvert's template asks a CDN for require.js / MathJax; each attempt was failed before it was sent
     assert all(url.startswith("https://cdnjs.cloudflare.com/") for url in page["blocked"]), page["blocked"]
 

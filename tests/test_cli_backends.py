@@ -19,13 +19,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kit import run, tasks, transcripts
+from kit import tasks, transcripts
 from kit.agents import claude, cli_common, codex, filetools, mcp_server, sessions
 from kit.agents.base import TrialSpec
 from kit.design import Arm
 from kit.layout import BatchDir
 from kit.provider import Conversation, Reply, serve
 from kit.provider.log import read as read_log
+from kit.stages import run
 from kit.tasks.batch_read import BATCHING, PROMPT
 from kit.transcripts import cli, sources
 

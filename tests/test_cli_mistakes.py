@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kit import run
+from kit.stages import run
 from tests.paths import ROOT
 
 DEMO = ["-f", "params/demo.yaml"]

@@ -14,11 +14,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit import analyze, parse, pipeline, plots, publish, run
+from kit import charts, pipeline
 from kit.agents import cli_common, codex
 from kit.agents.base import TrialSpec
 from kit.design import Arm
 from kit.provider.policy import Conversation, Message, ToolCall, ToolSpec
+from kit.stages import analyze, parse, plot, run
 from kit.tasks import batch_read, tooluse
 from kit.transcripts.codex_rollout import PROMISE_ALL, TOOL_CALL
 from tests.paths import ROOT
@@ -150,22 +151,22 @@ def _points(ax) -> dict[float, list[float]]:
 
 
 def test_code_mode_figure_shows_calls_per_cell_and_cells_per_trial_with_the_design_line():
-    fig = plots.code_mode_cells(TRIALS, DESIGN)
+    fig = charts.code_mode_cells(TRIALS, DESIGN)
     left, right = fig.axes
     assert [t.get_text() for t in left.get_xticklabels()] == ["batching", "placebo"]
     assert _points(left) == {0.0: [6.0, 7.0], 1.0: [1.0, 1.25]}  # the failed trial is not drawn
     assert _points(right) == {0.0: [2.0, 3.0], 1.0: [12.0, 14.0]}
     texts = [t.get_text() for t in fig.texts]
-    assert plots.design_line(DESIGN, {"batching": 2, "placebo": 2}) in "\n".join(texts).replace("\n", " ")
+    assert charts.design_line(DESIGN, {"batching": 2, "placebo": 2}) in "\n".join(texts).replace("\n", " ")
     assert "batching: 5 cells, 32 tools.* calls, 3 cells with ≥ 2 calls, 3 with Promise.all" in texts
     assert "placebo: 26 cells, 29 tools.* calls, 1 cells with ≥ 2 calls, 1 with Promise.all" in texts
-    assert plots.SIMULATION_CAPTION in texts
+    assert charts.SIMULATION_CAPTION in texts
 
 
 def test_code_mode_figure_is_drawn_only_where_a_trial_ran_a_cell():
-    assert publish.code_mode_ran(TRIALS)
-    assert not publish.code_mode_ran(TRIALS.assign(exec_cells=0))
-    assert not publish.code_mode_ran(TRIALS.drop(columns="exec_cells"))
+    assert plot.code_mode_ran(TRIALS)
+    assert not plot.code_mode_ran(TRIALS.assign(exec_cells=0))
+    assert not plot.code_mode_ran(TRIALS.drop(columns="exec_cells"))
 
 
 # ------------------------------------------------------------------ the real Codex CLI
@@ -182,7 +183,7 @@ def test_batch_read_on_codex_with_code_mode_batches_in_cells(tmp_path, monkeypat
     folder = run.run_batch(run.configure(params), progress=False)
     tables = parse.parse_batch(folder)
     trials = tables["trials"].set_index("arm")
-    assert list(trials["status"]) == ["ok", "ok"], list(run.summary(folder)["reason"])
+    assert list(trials["status"]) == ["ok", "ok"], list(run.schedule_table(folder)["reason"])
     assert tables["parse_issues"].empty and (trials["grade"] == 1.0).all()
     assert (trials["function_calls"] == 0).all()  # every read went through a cell
     per_cell = trials["exec_tool_calls"] / trials["exec_cells"]
@@ -193,5 +194,5 @@ def test_batch_read_on_codex_with_code_mode_batches_in_cells(tmp_path, monkeypat
     meta = json.loads((folder / "raw" / trials.loc["batching", "trial_id"] / "meta.json").read_text())
     assert "features.code_mode=true" in json.dumps(meta)
     analyze.analyze_batches([folder], n_resamples=1000, warmth_levels=5)
-    published = publish.publish(folder)
+    published = plot.publish(folder)
     assert published["figures"]["code_mode_cells"].is_file()

@@ -14,6 +14,7 @@ import hashlib
 import re
 from pathlib import Path
 
+import nbformat
 import pyarrow.parquet as pq
 import pytest
 
@@ -149,12 +150,33 @@ def _kit_imports(path: Path) -> set[str]:
         ("pricing.py", ("kit.agents", "kit.transcripts")),
         ("stats.py", ("kit.agents", "kit.transcripts")),
         ("occupancy.py", ("kit.agents", "kit.transcripts")),
-        ("analyze.py", ("kit.agents", "kit.transcripts")),
-        ("plots.py", ("kit.agents", "kit.transcripts")),
+        ("stages/analyze.py", ("kit.agents", "kit.transcripts")),
+        ("stages/plot.py", ("kit.agents", "kit.transcripts")),
+        ("charts.py", ("kit.agents", "kit.transcripts", "kit.stages")),
         ("report.py", ("kit.agents", "kit.transcripts")),
     ],
 )
 def test_imports_go_down_as_docs_design_md_says(modules: str, forbidden: tuple[str, ...]):
-    for path in sorted((ROOT / "kit").glob(modules)):
+    paths = sorted((ROOT / "kit").glob(modules))
+    assert paths, f"kit/{modules} matches no file: the layout moved, so move this rule with it"
+    for path in paths:
         wrong = sorted(m for m in _kit_imports(path) if m.startswith(forbidden))
         assert not wrong, f"{path.relative_to(ROOT)} imports {wrong} (docs/design.md, 'Who imports whom')"
+
+
+@pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_notebooks_import_only_the_stages_and_params(notebook: Path):
+    """A notebook is parameters, calls into its stage and displays (docs/design.md): every kit import it makes is
+    ``kit.params`` or a stage of ``kit.stages``, so what a stage needs lives in the stage, not in a cell."""
+    nb = nbformat.read(notebook, as_version=4)
+    imported = set()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            for node in ast.walk(ast.parse(cell.source)):
+                if isinstance(node, ast.Import):
+                    imported |= {a.name for a in node.names if a.name.split(".")[0] == "kit"}
+                elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "kit":
+                    imported |= {f"{node.module}.{a.name}" for a in node.names}
+    assert imported, f"{notebook.name} imports nothing from kit"
+    wrong = sorted(m for m in imported if m != "kit.params" and not m.startswith("kit.stages."))
+    assert not wrong, f"{notebook.name} imports {wrong}; only kit.params and kit.stages.<stage>"

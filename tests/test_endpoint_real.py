@@ -22,10 +22,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit import analyze, design, parse, pipeline, run
+from kit import design, pipeline
 from kit.agents import cli_common
 from kit.backends import BACKENDS as BACKENDS_BY_NAME
 from kit.provider import serve
+from kit.stages import analyze, parse, run
 from tests.paths import ROOT
 from tests.served import serve_cli
 
@@ -124,7 +125,7 @@ def test_proxied_batch_equals_the_direct_one_and_holds_no_key(tmp_path, monkeypa
     # the upstream is the kit's own provider (its x-kit-simulated header): the batch is labelled a simulation
     assert manifest["simulated"] is True and manifest["params"]["endpoint"] == "real"
     assert manifest["params"]["upstream_url"] == upstream
-    assert set(run.summary(proxied)["status"]) == {"ok"}
+    assert set(run.schedule_table(proxied)["status"]) == {"ok"}
     mine, theirs = _tables(proxied), _tables(direct)
     assert len(mine["requests"]) > 4 and mine["requests"]["input_tokens"].notna().all()
     if BACKENDS_BY_NAME[backend].is_cli:

@@ -21,8 +21,9 @@ import pytest
 import yaml
 from matplotlib.collections import PathCollection, PolyCollection
 
-from kit import analyze, explore, parse, pipeline, plots, publish, run, stats
+from kit import charts, pipeline, stats
 from kit.report import SIMULATION_BANNER
+from kit.stages import analyze, explore, parse, plot, run
 from tests.paths import ROOT
 
 EXAMPLES = ROOT / "outputs" / "examples"
@@ -73,7 +74,7 @@ def test_example_is_a_complete_lean_snapshot(name):
         assert (folder / "tables" / f"{table}.parquet").is_file()
     for table in ("ratios", "headline", "warmth", "observed", "trials", "arms"):
         assert (folder / "analysis" / f"{table}.csv").is_file()
-    assert sorted(p.stem for p in (folder / "figures").iterdir()) == sorted(publish.batch_figures(folder))  # PNG
+    assert sorted(p.stem for p in (folder / "figures").iterdir()) == sorted(plot.batch_figures(folder))  # PNG
     for stage in pipeline.STAGES:
         nb = nbformat.read(folder / f"{stage}.ipynb", as_version=4)
         errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
@@ -120,7 +121,7 @@ def replotted(tmp_path_factory) -> Path:
 
 
 def test_plot_notebook_redraws_the_snapshot_figures_and_report(replotted):
-    for name in publish.batch_figures(replotted):
+    for name in plot.batch_figures(replotted):
         assert (replotted / "figures" / f"{name}.png").stat().st_size > 10_000
         assert (replotted / "figures" / f"{name}.svg").is_file()
     assert (replotted / "report.md").read_text() == (EXAMPLES / "batch-read" / "report.md").read_text()
@@ -137,18 +138,18 @@ def test_warmth_figure_has_labels_band_and_one_point_per_batch(replotted):
     text = _texts(svg)
     for label in ("cache hit rate (warmth)", "uncached-token ratio batching / placebo", "replayed batching / placebo"):
         assert label in text
-    assert plots.INPUT_LABEL in text and plots.TOTAL_LABEL in text
+    assert charts.INPUT_LABEL in text and charts.TOTAL_LABEL in text
 
 
 def test_every_figure_states_batch_design_n_and_simulation(replotted):
-    for name in publish.batch_figures(replotted):
+    for name in plot.batch_figures(replotted):
         text = _texts(replotted / "figures" / f"{name}.svg")
         assert "batch batch-read · schedule alternate, run-major · isolation all · n = 5" in text, name
-        assert plots.SIMULATION_CAPTION in text, name
+        assert charts.SIMULATION_CAPTION in text, name
 
 
 def test_arm_colours_are_the_fixed_ones_in_the_snapshot_figures(replotted):
-    colours = plots.arm_colors(["placebo", "batching"])
+    colours = charts.arm_colors(["placebo", "batching"])
     svg = (replotted / "figures" / "cycle_growth.svg").read_text().lower()
     for colour in colours.values():
         assert f"stroke: {colour}" in svg
@@ -179,7 +180,7 @@ def test_load_concatenates_tables_with_their_batch(two_batches):
     for table in explore.TABLES:
         assert set(b[table]["batch"]) == {"batch-read", "batch-read-cool"}, table
     assert b["trials"].groupby("batch").size().to_dict() == {"batch-read": 10, "batch-read-cool": 4}
-    summary = explore.summary(b)
+    summary = explore.overview(b)
     assert list(summary["batch"]) == ["batch-read", "batch-read-cool"]
     assert summary["total_ratio"].notna().all() and summary["hit_rate_arm"].notna().all()
 
@@ -199,7 +200,7 @@ def test_cross_batch_warmth_figure_has_every_batch_on_one_curve(two_batches):
     assert "replayed batching / placebo — curve: batch batch-read" in labels
     text = "\n".join(t.get_text() for t in ax.figure.texts)
     assert "batches batch-read, batch-read-cool" in text and "n = 12 (batching), 12 (placebo)" not in text
-    assert "n = 7 per arm" in text and plots.SIMULATION_CAPTION in text
+    assert "n = 7 per arm" in text and charts.SIMULATION_CAPTION in text
     pooled = explore.warmth_figure(b, curve="pooled").axes[0]
     assert any(label.endswith("curve: pooled over 2 batches") for label in pooled.get_legend_handles_labels()[1])
 

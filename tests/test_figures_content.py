@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit import analyze, plots, publish, report
+from kit import charts, report
 from kit.layout import BatchDir
+from kit.stages import analyze, plot
 from tests.paths import ROOT
 
 matplotlib.use("Agg")
@@ -26,7 +27,7 @@ EXAMPLES = ROOT / "outputs" / "examples"
 
 
 def _example(name: str) -> dict:
-    data = publish._read(BatchDir(EXAMPLES / name))
+    data = plot._read(BatchDir(EXAMPLES / name))
     data["arms_csv"] = pd.read_csv(EXAMPLES / name / "analysis" / "arms.csv")
     return data
 
@@ -58,9 +59,9 @@ def _copy(name: str, into: Path) -> Path:
 
 def test_warmth_cold_end_is_the_input_ratio_and_the_total_ratio_is_drawn_apart(terse):
     observed, warmth = terse["observed"], terse["warmth"]
-    ax = plots.warmth_vs_ratio(warmth, observed, terse["design"]).axes[0]
-    cold = [line for line in ax.lines if line.get_label().startswith(plots.INPUT_LABEL)]
-    total = [line for line in ax.lines if line.get_label().startswith(plots.TOTAL_LABEL)]
+    ax = charts.warmth_vs_ratio(warmth, observed, terse["design"]).axes[0]
+    cold = [line for line in ax.lines if line.get_label().startswith(charts.INPUT_LABEL)]
+    total = [line for line in ax.lines if line.get_label().startswith(charts.TOTAL_LABEL)]
     assert len(cold) == 1 and len(total) == 1
     assert cold[0].get_ydata()[0] == pytest.approx(warmth["total_ratio"].iloc[0])  # 0.99: mean input tokens a / b
     assert total[0].get_ydata()[0] == pytest.approx(observed["total_ratio"].iloc[0])  # 1.09: the headline's ratio
@@ -70,7 +71,7 @@ def test_warmth_cold_end_is_the_input_ratio_and_the_total_ratio_is_drawn_apart(t
 
 
 def test_warmth_axis_spans_the_replayed_hit_rates_and_names_the_arms(batch_read):
-    fig = plots.warmth_vs_ratio(batch_read["warmth"], batch_read["observed"], batch_read["design"])
+    fig = charts.warmth_vs_ratio(batch_read["warmth"], batch_read["observed"], batch_read["design"])
     ax = fig.axes[0]
     warmth = batch_read["warmth"]
     reach = float(((warmth["hit_rate_a"] + warmth["hit_rate_b"]) / 2).max())  # full survival: 46 %, not 100 %
@@ -84,7 +85,7 @@ def test_warmth_axis_spans_the_replayed_hit_rates_and_names_the_arms(batch_read)
 
 
 def test_warmth_without_any_cache_hit_still_gets_an_axis(terse):
-    fig = plots.warmth_vs_ratio(terse["warmth"], terse["observed"], terse["design"])
+    fig = charts.warmth_vs_ratio(terse["warmth"], terse["observed"], terse["design"])
     assert fig.axes[0].get_xlim() == pytest.approx((0.0, 0.05))
     assert any("no cache hit at any replayed warmth" in t.get_text() for t in fig.texts)
 
@@ -96,11 +97,11 @@ def test_forest_axis_is_clamped_and_far_bounds_are_labelled_arrows(batch_read):
     ratios = batch_read["ratios"].copy()
     total_row = ratios.index[ratios["metric"] == "total_tokens"][0]
     ratios.loc[total_row, "lower"] = 1 / 76.63  # an absurd bound, as an uncapped interval once gave
-    ax = plots.ratio_forest(ratios, batch_read["design"]).axes[0]
+    ax = charts.ratio_forest(ratios, batch_read["design"]).axes[0]
     assert ax.get_xscale() == "log"
     low, high = ax.get_xlim()
     shown = 1 / ratios.loc[ratios["metric"] != "grade", "estimate"]  # "times fewer", as the headline reads
-    assert low >= shown.min() / plots.FOREST_SPREAD and high <= shown.max() * plots.FOREST_SPREAD
+    assert low >= shown.min() / charts.FOREST_SPREAD and high <= shown.max() * charts.FOREST_SPREAD
     assert high < 76.63 and "→ 76.6" in [t.get_text() for t in ax.texts]
     arrows = [line for line in ax.lines if line.get_marker() == ">"]
     assert arrows and any(a.get_xdata()[0] == pytest.approx(high) for a in arrows)
@@ -116,7 +117,7 @@ def test_forest_runs_the_way_the_headline_reads(batch_read):
     headline = report.total_sentences(ratios, design)[0]
     assert headline.startswith(f"batching feeds {1 / total['estimate']:.2f}× fewer total tokens than placebo")
     assert f"(ratio {total['estimate']:.2f}; 95% CI " in headline  # the plain ratio beside the wording
-    fig = plots.ratio_forest(ratios, design)
+    fig = charts.ratio_forest(ratios, design)
     ax = fig.axes[0]
     point = next(line for line in ax.lines if line.get_marker() == "o")  # the first row: total tokens
     assert point.get_xdata()[0] == pytest.approx(1 / total["estimate"])
@@ -130,7 +131,7 @@ def test_forest_runs_the_way_the_headline_reads(batch_read):
 def test_forest_keeps_more_when_the_headline_says_more(terse):
     ratios, design = terse["ratios"], terse["design"]
     assert "1.09× more total tokens" in report.total_sentences(ratios, design)[0]
-    ax = plots.ratio_forest(ratios, design).axes[0]
+    ax = charts.ratio_forest(ratios, design).axes[0]
     assert ax.get_xlabel().startswith("times more = mean(arm) / mean(baseline)")
     point = next(line for line in ax.lines if line.get_marker() == "o")
     assert point.get_xdata()[0] == pytest.approx(ratios["estimate"].iloc[0])
@@ -140,7 +141,7 @@ def test_forest_keeps_more_when_the_headline_says_more(terse):
 
 
 def test_token_axes_start_at_zero(batch_read):
-    fig = plots.arm_distributions(batch_read["trials"], batch_read["design"])
+    fig = charts.arm_distributions(batch_read["trials"], batch_read["design"])
     for ax in fig.axes[:2]:
         assert ax.get_ylim()[0] == 0
 
@@ -150,7 +151,7 @@ def test_token_axes_start_at_zero(batch_read):
 
 def test_cycle_growth_has_thin_trial_lines_and_a_bold_mean_per_arm(batch_read):
     requests = batch_read["requests"]
-    ax = plots.cycle_growth(requests, batch_read["design"]).axes[0]
+    ax = charts.cycle_growth(requests, batch_read["design"]).axes[0]
     trials = [line for line in ax.lines if line.get_label().startswith("_trial")]
     means = [line for line in ax.lines if " mean " in line.get_label()]
     assert len(trials) == requests["trial_id"].nunique() == 10
@@ -169,7 +170,7 @@ def test_cycle_growth_mean_counts_a_finished_trial_at_its_total():
             "input_tokens": [100, 200, 300, 50, 50],
         }
     )
-    ax = plots.cycle_growth(requests, {"batch": "x"}).axes[0]
+    ax = charts.cycle_growth(requests, {"batch": "x"}).axes[0]
     mean = next(line for line in ax.lines if line.get_label() == "a mean (2 trials)")
     np.testing.assert_allclose(mean.get_ydata(), [75, 200, 350])  # t2 ended at 100 and stays there: (600+100)/2
 
@@ -179,7 +180,7 @@ def test_cycle_growth_mean_counts_a_finished_trial_at_its_total():
 
 def test_occupancy_legend_lists_only_categories_present():
     data = _example("occupancy")
-    ax = plots.occupancy_bars(data["occupancy"], data["design"]).axes[0]
+    ax = charts.occupancy_bars(data["occupancy"], data["design"]).axes[0]
     assert sorted(_legend(ax)) == ["Grep/Glob", "Read", "base", "explore tool"]  # no Bash/exec, other tools
 
 
@@ -188,14 +189,14 @@ def test_occupancy_legend_lists_only_categories_present():
 )
 def test_occupancy_figure_only_where_occupancy_is_the_question(name, drawn):
     data = _example(name)
-    assert publish.occupancy_is_the_question(data["design"], data["occupancy"]) is drawn
-    assert ("occupancy_bars" in publish.figures_for(data["design"], data["occupancy"])) is drawn
+    assert plot.occupancy_is_the_question(data["design"], data["occupancy"]) is drawn
+    assert ("occupancy_bars" in plot.figures_for(data["design"], data["occupancy"])) is drawn
 
 
 def test_an_explore_arm_asks_the_occupancy_question_whatever_the_task():
     occupancy = _example("occupancy")["occupancy"]
-    assert publish.occupancy_is_the_question({"task": "my-repo"}, occupancy)
-    assert not publish.occupancy_is_the_question({"task": "my-repo"}, occupancy[occupancy["arm"] == "files"])
+    assert plot.occupancy_is_the_question({"task": "my-repo"}, occupancy)
+    assert not plot.occupancy_is_the_question({"task": "my-repo"}, occupancy[occupancy["arm"] == "files"])
 
 
 # ---------------------------------------------------------------- 6. quality parity
@@ -214,12 +215,12 @@ def test_quality_parity_quotes_arms_csv(batch_read):
     arms = batch_read["arms_csv"]
     totals = arms[arms["metric"] == "total_tokens"].set_index("arm")
     for given in (arms, None):  # handed arms.csv, or computing it as the analyze stage does
-        right = plots.quality_parity(batch_read["trials"], batch_read["design"], given).axes[1]
+        right = charts.quality_parity(batch_read["trials"], batch_read["design"], given).axes[1]
         for y, arm in enumerate(["batching", "placebo"]):
             mean, lower, upper = _total_interval(right, y)
             assert (mean, lower, upper) == pytest.approx(tuple(totals.loc[arm, ["mean", "lower", "upper"]]))
-    assert not hasattr(plots, "_mean_ci")
-    grades = plots.grade_summary(batch_read["trials"], arms).set_index("arm")
+    assert not hasattr(charts, "_mean_ci")
+    grades = charts.grade_summary(batch_read["trials"], arms).set_index("arm")
     assert grades.loc["batching", "mean"] == 1.0 and np.isnan(grades.loc["batching", "lower"])  # zero variance
 
 
@@ -236,8 +237,8 @@ def published(tmp_path_factory) -> dict:
     savings.to_csv(folder / "analysis" / "savings.csv", index=False)
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
-        out = publish.publish(Path("terse"))
-        out["report_path"] = publish.report_path(Path("terse"))
+        out = plot.publish(Path("terse"))
+        out["report_path"] = plot.report_path(Path("terse"))
     return {"folder": folder, "savings": savings, **out}
 
 
@@ -247,7 +248,7 @@ def test_publish_returns_paths_relative_to_the_caller(published):
     assert all(not p.is_absolute() for p in published["figures"].values())
     assert "occupancy_bars" not in published["figures"]
     assert not (published["folder"] / "figures" / "occupancy_bars.png").exists()
-    assert publish.report_path(published["folder"] / "nowhere") is None
+    assert plot.report_path(published["folder"] / "nowhere") is None
 
 
 def test_report_has_human_headers_one_cell_intervals_and_method_citations(published):
@@ -286,5 +287,5 @@ def test_report_html_keeps_tables_on_the_page(published):
 def test_every_published_figure_still_says_simulation(published):
     for name in published["figures"]:
         svg = (published["folder"] / "figures" / f"{name}.svg").read_text()
-        assert plots.SIMULATION_CAPTION in svg, name
+        assert charts.SIMULATION_CAPTION in svg, name
     assert published["headline"].splitlines()[0] == report.SIMULATION_BANNER

@@ -15,7 +15,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import history, transcripts
+from kit import transcripts
+from kit.stages import history
 from kit.transcripts import cache
 from kit.transcripts.cli import TOTALS
 

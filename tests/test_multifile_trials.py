@@ -17,7 +17,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import occupancy, parse
+from kit import occupancy
+from kit.stages import parse
 from kit.transcripts import cli, sources
 
 TRIAL = "r00-fresh"
@@ -100,7 +101,7 @@ def test_cycle_counts_the_trials_responses_across_its_files_in_start_order(batch
 
 def test_occupancy_measures_the_main_window_and_starts_over_at_a_fresh_session(batch):
     tables = parse.parse_batch(batch)
-    occ = occupancy.occupancy(tables["requests"], tables["tool_results"], events=tables["events"])
+    occ = occupancy.measure(tables["requests"], tables["tool_results"], events=tables["events"])
     first = occ.iloc[0]
     assert (first["requests"], first["sessions"], first["compactions"]) == (5, 2, 1)  # subagent rows left out
     assert occ.set_index("category").loc["final context", "tokens"] == 700
@@ -122,7 +123,7 @@ def test_a_subagent_row_without_the_columns_is_still_left_out():
         {"trial_id": "t", "cycle": [0, 1, 2], "input_tokens": [100, 5000, 200], "output_tokens": 10}
     ).assign(sidechain=[False, True, False])
     results = pd.DataFrame({"trial_id": "t", "cycle": [1], "category": ["read"], "chars": [9000]})
-    occ = occupancy.occupancy(requests, results).set_index("category")
+    occ = occupancy.measure(requests, results).set_index("category")
     assert occ.loc["Read", "tokens"] == 0 and occ.loc["final context", "requests"] == 2
 
 

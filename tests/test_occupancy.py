@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from kit import charts, transcripts
 from kit import occupancy as occ
-from kit import plots, transcripts
 from tests.paths import FIXTURES as TEST_FIXTURES
 
 FIXTURES = TEST_FIXTURES / "transcripts"
@@ -64,7 +64,7 @@ def calibration_session() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_calibration_on_tool_heavy_gaps_and_exact_attribution():
     requests, tools = calibration_session()
-    out = occ.occupancy(requests, tools)
+    out = occ.measure(requests, tools)
     cpt = 7100 / 3000  # the three >= 80% gaps pooled; the 60% gap (ratio 4.0) is left out
     row = out.iloc[0]
     assert row["chars_per_token"] == pytest.approx(cpt)
@@ -90,7 +90,7 @@ def test_calibration_on_tool_heavy_gaps_and_exact_attribution():
 
 def test_error_bar_prices_each_single_result_gap_at_the_runs_ratio():
     requests, tools = calibration_session()
-    out = occ.occupancy(requests, tools, window_tokens=100_000)
+    out = occ.measure(requests, tools, window_tokens=100_000)
     # the seed's definition: each >= 95% one-result gap's result priced at the run's ratio against its growth
     # (the gap's growth less the response's 100 characters at that ratio)
     cpt = 7100 / 3000
@@ -110,7 +110,7 @@ def test_outlier_gap_is_dropped_from_calibration():
     # ratios 2.0, 2.5, 2.6 and 4.5 (> 1.5 x the lower median 2.5): the dense one is shedding, not density
     ctx = [1000, 2000, 3000, 4000, 5000]
     tools = results([(1, "read", 1900), (2, "grep", 2400), (3, "bash", 2500), (4, "explore", 4400)])
-    out = occ.occupancy(session(ctx), tools)
+    out = occ.measure(session(ctx), tools)
     assert out["chars_per_token"].iloc[0] == pytest.approx(7100 / 3000)
 
 
@@ -120,7 +120,7 @@ def test_compact_boundary_clears_what_is_resident():
     events = pd.DataFrame(
         {"batch": "b1", "trial_id": "t1", "cycle": [3, 2], "kind": ["system:compact_boundary", "system:local_command"]}
     )
-    out = occ.occupancy(session(ctx), tools, events=events)
+    out = occ.measure(session(ctx), tools, events=events)
     cpt = 2000 / 800  # every growing gap is one 1,900-char result plus 100 characters of output
     tokens = by_category(out)
     assert out["chars_per_token"].iloc[0] == pytest.approx(cpt)
@@ -145,7 +145,7 @@ FIFO_TOOLS = results([(1, "read", 2000), (2, "explore", 2000), (3, "bash", 2000)
 
 
 def test_micro_compaction_evicts_oldest_results_first():
-    out = occ.occupancy(fifo_session(shrink=1000), FIFO_TOOLS)  # chars/token 2.5: each read 800 tokens
+    out = occ.measure(fifo_session(shrink=1000), FIFO_TOOLS)  # chars/token 2.5: each read 800 tokens
     tokens = by_category(out)
     assert out["chars_per_token"].iloc[0] == pytest.approx(2.5)
     assert tokens["Read"] == 0  # oldest: gone
@@ -160,13 +160,13 @@ def test_micro_compaction_evicts_oldest_results_first():
 
 def test_shortfall_within_tolerance_is_noise():
     # 199 tokens short: under max(200 tokens, 5% of 400) -> nothing evicted
-    out = occ.occupancy(fifo_session(shrink=199), FIFO_TOOLS)
+    out = occ.measure(fifo_session(shrink=199), FIFO_TOOLS)
     tokens = by_category(out)
     assert out["evicted_tokens"].iloc[0] == 0
     assert tokens["Read"] == pytest.approx(800) and tokens["explore tool"] == pytest.approx(800)
     assert tokens["base"] == pytest.approx(3400 + 400 - 199 - 2800)
     # just past the tolerance: the whole shortfall goes, oldest first
-    out = occ.occupancy(fifo_session(shrink=201), FIFO_TOOLS)
+    out = occ.measure(fifo_session(shrink=201), FIFO_TOOLS)
     assert out["evicted_tokens"].iloc[0] == pytest.approx(201)
     assert by_category(out)["Read"] == pytest.approx(800 - 201)
 
@@ -176,23 +176,23 @@ def test_output_tokens_stand_in_when_output_chars_are_unknown():
     requests = session([1000, 1850, 2700], out_chars=[np.nan, np.nan, np.nan])
     requests["output_tokens"] = pd.array([80, 80, 80], dtype="Int64")
     requests["reasoning_tokens"] = pd.array([30, 30, 30], dtype="Int64")
-    out = occ.occupancy(requests, results([(1, "read", 2000), (2, "read", 2000)]))
+    out = occ.measure(requests, results([(1, "read", 2000), (2, "read", 2000)]))
     assert out["chars_per_token"].iloc[0] == pytest.approx(2000 / 800)  # 850 - 50 visible output tokens
     assert out["output_measure"].iloc[0] == "tokens"
     assert by_category(out)["Read"] == pytest.approx(1600)
 
 
 def test_fallbacks_are_named_and_never_the_all_gap_pool():
-    small = occ.occupancy(session([1000, 1100]), results([(1, "read", 300)]))
+    small = occ.measure(session([1000, 1100]), results([(1, "read", 300)]))
     row = small.iloc[0]  # a 400-character gap: too small to calibrate on, and no other trial of the arm
     assert (row["calibration"], row["chars_per_token"]) == ("default", occ.DEFAULT_CHARS_PER_TOKEN)
     assert "no gap of 500+ characters" in row["calibration_note"] and "3 chars/token assumed" in row["calibration_note"]
     assert math.isnan(row["rel_err"]) and math.isnan(small.set_index("category").loc["Read", "err"])
     # a second trial of the same arm measures 2.5: the small trial borrows it, and says so
-    measured = occ.occupancy(
+    measured = occ.measure(
         session([1000, 2000, 3000], trial="t2"), results([(1, "read", 2400), (2, "read", 2400)], "t2")
     )
-    both = occ.occupancy(
+    both = occ.measure(
         pd.concat([session([1000, 1100]), session([1000, 2000, 3000], trial="t2")]),
         pd.concat([results([(1, "read", 300)]), results([(1, "read", 2400), (2, "read", 2400)], "t2")]),
     )
@@ -200,12 +200,12 @@ def test_fallbacks_are_named_and_never_the_all_gap_pool():
     assert (t1["calibration"], t1["chars_per_token"]) == ("arm", pytest.approx(2.5))
     assert t1["chars_per_token"] == pytest.approx(measured["chars_per_token"].iloc[0])
     assert "the arm's ratio over its 1 measured trial(s)" in t1["calibration_note"]
-    none = occ.occupancy(session([1000, 1100]), results([]))
+    none = occ.measure(session([1000, 1100]), results([]))
     assert none["calibration"].iloc[0] == "none" and none["calibration_note"].iloc[0] == "no tool result to price"
 
 
 def test_a_measured_ratio_outside_dense_source_is_flagged():
-    out = occ.occupancy(session([1000, 2000, 3000], [0, 0, 0]), results([(1, "read", 4500), (2, "read", 4500)]))
+    out = occ.measure(session([1000, 2000, 3000], [0, 0, 0]), results([(1, "read", 4500), (2, "read", 4500)]))
     assert out["calibration"].iloc[0] == "measured" and out["chars_per_token"].iloc[0] == pytest.approx(4.5)
     assert out["calibration_note"].iloc[0] == "4.50 chars/token is outside the 2-4 of dense source"
 
@@ -216,9 +216,9 @@ def test_new_turn_of_unknown_length_does_not_calibrate():
     ctx.append(ctx[-1] + 800)
     requests = session(ctx, turn=[1, 1, 2, 2])
     tools = results([(1, "read", 1900), (2, "read", 900), (3, "read", 1900)])
-    out = occ.occupancy(requests, tools)
+    out = occ.measure(requests, tools)
     assert out["chars_per_token"].iloc[0] == pytest.approx(2.5)
-    with_text = occ.occupancy(requests.assign(user_chars=[0, 0, 0, 0]), tools)  # known: no user text
+    with_text = occ.measure(requests.assign(user_chars=[0, 0, 0, 0]), tools)  # known: no user text
     assert with_text["chars_per_token"].iloc[0] == pytest.approx(5000 / (1600 + 1000 / 3.5))
 
 
@@ -235,34 +235,34 @@ def test_trials_batches_unknown_usage_and_summary():
             results([(1, "read", 1900)], trial="r00-a").assign(batch="b2"),
         ]
     )
-    out = occ.occupancy(requests, tools)
+    out = occ.measure(requests, tools)
     assert len(out) == 3 * len(occ.CATEGORIES)
     unknown = out[out["batch"] == "b2"]
     assert unknown["tokens"].isna().all() and (unknown["calibration"] == "usage unknown").all()
-    summ = occ.summary(out)
+    summ = occ.arm_means(out)
     assert list(summ.columns) == occ.SUMMARY_COLUMNS
     assert set(summ["category"]) == set(occ.PARTS)
     per_arm = summ.groupby("arm")["tokens"].sum()
     assert per_arm["a"] == pytest.approx(2600) and per_arm["b"] == pytest.approx(1800)
     assert summ.set_index(["arm", "category"]).loc[("a", "Read"), "trials"] == 1  # the unknown trial is not a zero
     assert summ.set_index(["arm", "category"]).loc[("b", "explore tool"), "tokens"] == pytest.approx(720)
-    full = occ.summary(out, parts_only=False)
+    full = occ.arm_means(out, parts_only=False)
     assert set(full["category"]) == set(occ.CATEGORIES)
-    fig = plots.occupancy_bars(summ, {"arms": ["a", "b"], "simulated": True})
+    fig = charts.occupancy_bars(summ, {"arms": ["a", "b"], "simulated": True})
     assert fig.axes[0].get_ylabel() == "tokens resident at end of session"
 
 
 def test_bad_input_is_located():
     requests = session([1000, 1800])
-    with pytest.raises(ValueError, match=r"occupancy\(requests\): missing column\(s\) input_tokens"):
-        occ.occupancy(requests.drop(columns="input_tokens"), results([]))
+    with pytest.raises(ValueError, match=r"measure\(requests\): missing column\(s\) input_tokens"):
+        occ.measure(requests.drop(columns="input_tokens"), results([]))
     twice = pd.concat([requests, requests.iloc[[1]]], ignore_index=True)
     with pytest.raises(ValueError, match="trial t1 has cycle 1 twice"):
-        occ.occupancy(twice, results([]))
-    with pytest.raises(ValueError, match=r"occupancy\(tool_results\): row 0: chars"):
-        occ.occupancy(requests, results([(1, "read", -5)]))
+        occ.measure(twice, results([]))
+    with pytest.raises(ValueError, match=r"measure\(tool_results\): row 0: chars"):
+        occ.measure(requests, results([(1, "read", -5)]))
     with pytest.raises(ValueError, match="no trial_id or cycle"):
-        occ.occupancy(requests.assign(trial_id=pd.NA), results([]))
+        occ.measure(requests.assign(trial_id=pd.NA), results([]))
 
 
 def test_claude_tool_heavy_session():
@@ -276,7 +276,7 @@ def test_claude_tool_heavy_session():
     requests = transcripts.read(TOOL_HEAVY).assign(trial_id="tool_heavy", arm="claude")
     tools = transcripts.tool_results(TOOL_HEAVY).assign(trial_id="tool_heavy")
     events = pd.DataFrame(requests.attrs["events"]).assign(trial_id="tool_heavy")
-    out = occ.occupancy(requests, tools, events=events)
+    out = occ.measure(requests, tools, events=events)
     output_chars = requests["output_chars"].iloc[2] if "output_chars" in requests else pd.NA
     cpt, measure = (3106 / 1148, "tokens") if pd.isna(output_chars) else ((3106 + output_chars) / 1159, "chars")
     row = out.iloc[0]

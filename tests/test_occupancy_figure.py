@@ -1,6 +1,6 @@
-"""The comparison figure (kit.plots.occupancy_comparison): the bars are analysis/occupancy_comparison.csv's
+"""The comparison figure (kit.charts.occupancy_comparison): the bars are analysis/occupancy_comparison.csv's
 residuals, the interval drawn is its interval, the dashed line its fixed overhead; drawn only where
-occupancy is the question (kit.publish)."""
+occupancy is the question (kit.stages.plot)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.container import BarContainer, ErrorbarContainer
 
-from kit import occupancy_block, plots, publish
+from kit import charts, occupancy_block
+from kit.stages import plot
 
 DESIGN = {"arms": ["explore", "files"], "batch": "b1", "simulated": True}
 
@@ -35,7 +36,7 @@ def comparison() -> pd.DataFrame:
 
 def test_bars_interval_and_fixed_overhead_are_the_tables():
     table = comparison()
-    bars_ax, ratio_ax = plots.occupancy_comparison(table, DESIGN).axes
+    bars_ax, ratio_ax = charts.occupancy_comparison(table, DESIGN).axes
     (bars,) = [c for c in bars_ax.containers if isinstance(c, BarContainer)]
     np.testing.assert_allclose([b.get_height() for b in bars], [1_769.6, 15_965.4])
     (fixed,) = bars_ax.collections
@@ -51,14 +52,14 @@ def test_bars_interval_and_fixed_overhead_are_the_tables():
 
 def test_no_interval_is_said_and_an_empty_table_is_drawn_empty():
     table = comparison().assign(ci_low=np.nan, ci_high=np.nan, note="too few runs")
-    ratio_ax = plots.occupancy_comparison(table, DESIGN).axes[1]
+    ratio_ax = charts.occupancy_comparison(table, DESIGN).axes[1]
     assert "no interval: too few runs" in ratio_ax.get_title().replace("\n", " ")
-    empty = plots.occupancy_comparison(table.iloc[0:0], DESIGN).axes[0]
+    empty = charts.occupancy_comparison(table.iloc[0:0], DESIGN).axes[0]
     assert empty.texts[0].get_text() == "no arm left explore output resident"
 
 
 def test_drawn_only_where_occupancy_is_the_question():
     occupancy = pd.DataFrame({"arm": ["explore"], "category": ["explore tool"], "tokens": [10.0]})
-    assert "occupancy_comparison" in publish.figures_for({"task": "occupancy"}, occupancy)
-    assert "occupancy_comparison" in publish.figures_for({"task": "mine"}, occupancy)
-    assert "occupancy_comparison" not in publish.figures_for({"task": "terse"}, occupancy.iloc[0:0])
+    assert "occupancy_comparison" in plot.figures_for({"task": "occupancy"}, occupancy)
+    assert "occupancy_comparison" in plot.figures_for({"task": "mine"}, occupancy)
+    assert "occupancy_comparison" not in plot.figures_for({"task": "terse"}, occupancy.iloc[0:0])

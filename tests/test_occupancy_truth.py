@@ -24,8 +24,9 @@ import pandas as pd
 import pytest
 from test_packs_on_cli import small_batch
 
-from kit import occupancy, parse
+from kit import occupancy
 from kit.agents import cli_common
+from kit.stages import parse
 
 pytestmark = pytest.mark.e2e
 BACKENDS = ("claude", "codex")
@@ -50,7 +51,7 @@ def attributed(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per result, the kit's price (characters at the trial's chars/token) beside the truth; the trials' rows."""
     tables = parse.parse_batch(folder)
     results = tables["tool_results"].sort_values(["trial_id", "cycle"], kind="stable").reset_index(drop=True)
-    trials = occupancy.occupancy(tables["requests"], results, events=tables.get("events"))
+    trials = occupancy.measure(tables["requests"], results, events=tables.get("events"))
     trials = trials[trials["category"] == occupancy.CONTEXT].set_index("trial_id")
     true = truth(folder).sort_values("trial_id", kind="stable").reset_index(drop=True)
     assert list(true["trial_id"]) == list(results["trial_id"]), "the log's tool results are the table's"

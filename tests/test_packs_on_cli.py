@@ -2,7 +2,7 @@
 stages: run, parse (exactly), analyze and plot.
 
 Small presets and one run of two arms keep each case to seconds; analyze and plot are called as their
-notebooks call them (``analyze.analyze_batches``, ``publish.publish``), without a kernel per stage,
+notebooks call them (``analyze.analyze_batches``, ``plot.publish``), without a kernel per stage,
 which the pipeline tests already start. Fresh-session arms write one transcript per turn on both
 CLIs, so these batches are also where trials with several transcript files go through every analysis.
 """
@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit import analyze, occupancy, parse, pipeline, publish, run, tasks
+from kit import occupancy, pipeline, tasks
 from kit.agents import cli_common
+from kit.stages import analyze, parse, plot, run
 from tests.paths import ROOT
 
 PARAMS = {"batch-read": "demo", "terse": "terse", "occupancy": "occupancy", "session-chain": "session-chain"}
@@ -40,7 +41,7 @@ def test_pack_small_batch_on_a_cli(tmp_path, task, backend):
     folder = small_batch(tmp_path, task, backend)
     tables = parse.parse_batch(folder)
     trials = tables["trials"]
-    assert list(trials["status"]) == ["ok", "ok"], list(run.summary(folder)["reason"])
+    assert list(trials["status"]) == ["ok", "ok"], list(run.schedule_table(folder)["reason"])
     assert tables["parse_issues"].empty, tables["parse_issues"].to_dict("records")
     assert (trials["total_tokens"] > 0).all() and (trials["cycles"] >= len(tasks.get(task).prompts_for(0))).all()
     graded = trials["grade"].dropna()
@@ -60,7 +61,7 @@ def test_pack_small_batch_on_a_cli(tmp_path, task, backend):
     occ = result["occupancy_trials"]
     assert len(occ) == 2 * len(occupancy.CATEGORIES) and occ["tokens"].notna().all()
     assert result["trials"]["structural_uncached"].notna().all()
-    published = publish.publish(folder)
+    published = plot.publish(folder)
     assert (folder / "figures" / "cycle_growth.png").is_file() and Path(published["report"]).is_file()
 
     if task == "session-chain":  # with_session: each of the five turns a fresh session, in its own file

@@ -17,7 +17,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import parse, transcripts
+from kit import transcripts
+from kit.stages import parse
 from kit.transcripts import cli, sources
 from tests.paths import FIXTURES, ROOT
 

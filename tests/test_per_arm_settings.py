@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit import design_table, parse, pipeline, run
+from kit import design_table, pipeline
 from kit.agents import cli_common
 from kit.design import ParamError
+from kit.stages import parse, run
 from tests.paths import ROOT
 
 CODEX = cli_common.TOOLS_BIN / "codex"
@@ -79,7 +80,7 @@ def test_binary_vs_binary_on_codex_records_both_binaries(tmp_path):
     arm_defs = {"batching": {"codex_bin": str(wrapper)}}
     values = _values(tmp_path / "out", backend="codex", profile=None, arm_defs=arm_defs)
     folder = run.run_batch(run.configure(values), progress=False)
-    assert set(run.summary(folder)["status"]) == {"ok"}
+    assert set(run.schedule_table(folder)["status"]) == {"ok"}
     rows = pd.DataFrame(json.loads((folder / "manifest.json").read_text())["arm_settings"]).T
     assert rows.loc["batching", "binary"] == str(wrapper) and rows.loc["placebo", "binary"] == str(CODEX)
     assert rows.loc["batching", "version"] == rows.loc["placebo", "version"] == cli_common.version(str(CODEX))

@@ -81,7 +81,7 @@ def test_one_ratio_row_per_non_baseline_arm_and_no_interval_from_two_runs(batch)
 
 def test_figures_are_non_empty_pngs(batch):
     pngs = sorted((batch / "figures").glob("*.png"))
-    assert len(pngs) >= 5  # occupancy_bars only where occupancy is the question (kit.publish.figures_for)
+    assert len(pngs) >= 5  # occupancy_bars only where occupancy is the question (kit.stages.plot.figures_for)
     for png in pngs:
         head = png.read_bytes()[:24]
         assert head[:8] == b"\x89PNG\r\n\x1a\n"

@@ -16,7 +16,7 @@ import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.colors import to_hex
 
-from kit import plots, report
+from kit import charts, report
 
 DESIGN = {
     "batch": ["b1", "b2", "b3"],
@@ -154,12 +154,12 @@ def _texts(fig) -> str:
 def figs() -> dict:
     trials = _trials()
     return {
-        "warmth": plots.warmth_vs_ratio(_warmth(), _observed(), DESIGN),
-        "forest": plots.ratio_forest(_ratios(), DESIGN),
-        "distributions": plots.arm_distributions(trials, DESIGN),
-        "growth": plots.cycle_growth(_requests(trials), DESIGN),
-        "occupancy": plots.occupancy_bars(_occupancy(), DESIGN),
-        "quality": plots.quality_parity(trials, DESIGN),
+        "warmth": charts.warmth_vs_ratio(_warmth(), _observed(), DESIGN),
+        "forest": charts.ratio_forest(_ratios(), DESIGN),
+        "distributions": charts.arm_distributions(trials, DESIGN),
+        "growth": charts.cycle_growth(_requests(trials), DESIGN),
+        "occupancy": charts.occupancy_bars(_occupancy(), DESIGN),
+        "quality": charts.quality_parity(trials, DESIGN),
     }
 
 
@@ -174,7 +174,7 @@ def test_warmth_curve_band_reference_and_observed_points(figs):
     points = [c for c in ax.collections if isinstance(c, PathCollection)]
     assert len(points) == 1 and len(points[0].get_offsets()) == 3  # one point per observed batch
     np.testing.assert_allclose(points[0].get_offsets()[:, 0], [0.75, 0.8, 0.85])
-    cold = [line for line in ax.lines if line.get_label().startswith(plots.INPUT_LABEL)]
+    cold = [line for line in ax.lines if line.get_label().startswith(charts.INPUT_LABEL)]
     assert len(cold) == 1 and set(cold[0].get_ydata()) == {1.4}
     curve = next(line for line in ax.lines if line.get_label().startswith("replayed"))
     np.testing.assert_allclose(curve.get_xdata()[[0, -1]], [0.0, 0.85])  # x = mean of the two arms' hit rates
@@ -183,7 +183,7 @@ def test_warmth_curve_band_reference_and_observed_points(figs):
 
 def test_warmth_accepts_the_sweeps_band_names():
     sweep = _warmth().rename(columns={"lower": "ratio_lower", "upper": "ratio_upper"})
-    ax = plots.warmth_vs_ratio(sweep, _observed().iloc[:1], DESIGN).axes[0]
+    ax = charts.warmth_vs_ratio(sweep, _observed().iloc[:1], DESIGN).axes[0]
     band = next(c for c in ax.collections if isinstance(c, PolyCollection))
     assert band.get_paths()[0].vertices[:, 1].max() == pytest.approx(1.5)
     assert len(next(c for c in ax.collections if isinstance(c, PathCollection)).get_offsets()) == 1
@@ -192,24 +192,24 @@ def test_warmth_accepts_the_sweeps_band_names():
 def test_every_figure_states_design_and_simulation(figs):
     for name, fig in figs.items():
         text = _texts(fig)
-        assert plots.SIMULATION_CAPTION in text, name
+        assert charts.SIMULATION_CAPTION in text, name
         assert "schedule balanced" in text and "isolation nonce+key" in text, name
         assert "b1" in text and "n = " in text, name
-    real = plots.warmth_vs_ratio(_warmth(), _observed(), {**DESIGN, "simulated": False})
-    assert plots.SIMULATION_CAPTION not in _texts(real)
+    real = charts.warmth_vs_ratio(_warmth(), _observed(), {**DESIGN, "simulated": False})
+    assert charts.SIMULATION_CAPTION not in _texts(real)
 
 
 def test_arm_colours_fixed_by_name_and_shared_across_figures(figs):
-    colors = plots.arm_colors(["placebo", "batching"])
-    assert colors == plots.arm_colors(["batching", "placebo"])
-    index = int(hashlib.sha256(b"batching").hexdigest(), 16) % len(plots.ARM_PALETTE)
-    assert plots.arm_colors(["batching"])["batching"] == plots.ARM_PALETTE[index]
+    colors = charts.arm_colors(["placebo", "batching"])
+    assert colors == charts.arm_colors(["batching", "placebo"])
+    index = int(hashlib.sha256(b"batching").hexdigest(), 16) % len(charts.ARM_PALETTE)
+    assert charts.arm_colors(["batching"])["batching"] == charts.ARM_PALETTE[index]
     clash = next(
         f"x{i}"
         for i in range(1000)
-        if int(hashlib.sha256(f"x{i}".encode()).hexdigest(), 16) % len(plots.ARM_PALETTE) == index
+        if int(hashlib.sha256(f"x{i}".encode()).hexdigest(), 16) % len(charts.ARM_PALETTE) == index
     )
-    assert len(set(plots.arm_colors(["batching", clash]).values())) == 2  # a collision still gets two colours
+    assert len(set(charts.arm_colors(["batching", clash]).values())) == 2  # a collision still gets two colours
     growth = {to_hex(line.get_color()) for line in figs["growth"].axes[0].lines}
     assert growth == set(colors.values())
     dist_ax = figs["distributions"].axes[0]
@@ -223,7 +223,7 @@ def test_forest_marks_stitch_and_small_n_hollow_and_puts_grade_apart():
     ratios = _ratios()
     ratios.loc[ratios["metric"] == "cycles", "label"] = "cross-run stitch"
     ratios.loc[ratios["metric"] == "grade", "small_n"] = True
-    fig = plots.ratio_forest(ratios, DESIGN)
+    fig = charts.ratio_forest(ratios, DESIGN)
     main, grade = fig.axes
     labels = [t.get_text() for t in main.get_yticklabels()]
     assert labels == [
@@ -269,7 +269,7 @@ def test_occupancy_stacks_with_error_bars_and_tolerates_empty(figs):
     assert max(p.get_y() + p.get_height() for p in bars) == 40_000
     assert any("20.0% of window" in t.get_text() for t in ax.texts)
     assert sum(1 for c in ax.collections if c.__class__.__name__ == "LineCollection") >= 2
-    empty = plots.occupancy_bars(_occupancy().iloc[0:0], DESIGN)
+    empty = charts.occupancy_bars(_occupancy().iloc[0:0], DESIGN)
     assert "no multi-turn data" in _texts(empty)
 
 
@@ -278,17 +278,17 @@ def test_quality_parity_puts_grade_next_to_total(figs):
     assert "grade" in left.get_xlabel() and "total tokens" in right.get_xlabel()
     factor = 103_750 / 74_600  # ok placebo trials 0, 3, 4, 8 against batching 1, 2, 5, 6, 9
     assert [t.get_text() for t in right.texts] == [f"mean {factor:.2f}× fewer than placebo"]  # the headline's way
-    by_ratios = plots.quality_parity(_ratios(), DESIGN)
+    by_ratios = charts.quality_parity(_ratios(), DESIGN)
     assert "grade difference" in by_ratios.axes[0].get_xlabel()
     assert by_ratios.axes[1].get_xlabel().startswith("total tokens, times fewer")
 
 
 def test_save_writes_png_and_svg(figs, tmp_path):
-    png, svg = plots.save(figs["warmth"], tmp_path / "figures", "warmth")
+    png, svg = charts.save(figs["warmth"], tmp_path / "figures", "warmth")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     text = svg.read_text()
     assert text.startswith("<?xml") and "<svg" in text and "cache hit rate (warmth)" in text
-    plots.save(figs["warmth"], tmp_path / "again", "warmth")
+    charts.save(figs["warmth"], tmp_path / "again", "warmth")
     assert (tmp_path / "again" / "warmth.svg").read_text() == text  # deterministic re-run
 
 
@@ -344,7 +344,7 @@ def test_headline_falls_back_to_headline_table():
 
 @pytest.fixture
 def batch_dir(tmp_path, figs) -> tuple[Path, dict]:
-    paths = {name: plots.save(fig, tmp_path / "figures", name)[0] for name, fig in figs.items()}
+    paths = {name: charts.save(fig, tmp_path / "figures", name)[0] for name, fig in figs.items()}
     return tmp_path, paths
 
 

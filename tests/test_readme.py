@@ -114,6 +114,11 @@ def _dispatch(command: str, clone: Path) -> subprocess.CompletedProcess:
     return _run(command, clone)
 
 
+# One worker runs every test of this file (make test: --dist loadgroup): the README's commands run once, and two
+# copies would both serve on the README's fixed port.
+pytestmark = pytest.mark.xdist_group("readme")
+
+
 @pytest.fixture(scope="module")
 def ran(clone) -> dict[str, subprocess.CompletedProcess]:
     """Every README command's result, keyed by the command; the demo beside the rest."""
@@ -143,6 +148,14 @@ def ran(clone) -> dict[str, subprocess.CompletedProcess]:
     return parts[0] | parts[1]
 
 
+def _result(ran: dict[str, subprocess.CompletedProcess], prefix: str) -> subprocess.CompletedProcess:
+    """The result of the README command starting with ``prefix``; if it never ran, the command that stopped it."""
+    found = [c for c in ran if c.startswith(prefix)]
+    failed = [f"{c}\n{r.stdout[-1000:]}\n{r.stderr[-2000:]}" for c, r in ran.items() if r.returncode]
+    assert found, f"{prefix!r} not run; failed before it: {failed}"
+    return ran[found[0]]
+
+
 def test_every_readme_command_runs_as_written(ran):
     commands = [c for block in readme_commands((ROOT / "README.md").read_text()) for c in block]
     assert len(commands) >= 10
@@ -153,7 +166,7 @@ def test_every_readme_command_runs_as_written(ran):
 
 
 def test_demo_ends_with_the_headline_and_the_report(ran, clone):
-    out = ran[next(c for c in ran if c.startswith("make demo"))]
+    out = _result(ran, "make demo")
     lines = out.stdout.strip().splitlines()
     report = re.fullmatch(r"report: (outputs/[A-Za-z0-9_.-]+/report\.html)", lines[-1])
     assert report and (clone / report.group(1)).is_file(), lines[-1]
@@ -175,7 +188,7 @@ def test_papermill_by_hand_and_a_stage_alone_stay_in_the_named_folder(ran, clone
 
 
 def test_help_lists_the_commands(ran):
-    out = ran[next(c for c in ran if c.startswith("python -m kit --help"))].stdout
+    out = _result(ran, "python -m kit --help").stdout
     for name in ("batch", "provider", "parse", "ping", "snapshot"):
         assert f"  {name} " in out, name
 

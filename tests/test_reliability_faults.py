@@ -28,9 +28,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit import parse, pipeline, run
+from kit import pipeline
 from kit.agents import cli_common
 from kit.layout import atomic_write, write_json, write_table
+from kit.stages import parse, run
 from tests.paths import ROOT
 
 TESTS = Path(__file__).resolve().parent
@@ -543,11 +544,11 @@ def test_figures_and_report_are_written_atomically(tmp_path, monkeypatch):
     """A figure whose rendering fails midway (a full disk, a kill) leaves the previous PNG/SVG and no temporary."""
     from matplotlib.figure import Figure
 
-    from kit import plots, report
+    from kit import charts, report
 
     fig = Figure()
     fig.add_subplot().plot([0, 1], [1, 2])
-    png, svg = plots.save(fig, tmp_path, "ratio")
+    png, svg = charts.save(fig, tmp_path, "ratio")
     before = png.read_bytes(), svg.read_bytes()
 
     def broken_savefig(self, target, **kwargs):
@@ -556,7 +557,7 @@ def test_figures_and_report_are_written_atomically(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Figure, "savefig", broken_savefig)
     with pytest.raises(OSError, match="disk full"):
-        plots.save(fig, tmp_path, "ratio")
+        charts.save(fig, tmp_path, "ratio")
     assert (png.read_bytes(), svg.read_bytes()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ratio.png", "ratio.svg"]
     assert report.write_text.__module__ == "kit.layout"  # report.md / report.html go through the same rename

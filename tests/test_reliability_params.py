@@ -57,7 +57,7 @@ OUT_OF_RANGE: dict[str, object] = {
     "max_cycles": 0,
     "upstream_url": "ftp://127.0.0.1/v1",
     "retention": "forever",
-    "stop": None,  # its keys and values are refused by kit.run.configure (tests/test_stop_rule.py)
+    "stop": None,  # its keys and values are refused by kit.stages.run.configure (tests/test_stop_rule.py)
     "batch_dir": None,
     "strict": None,
     "batch_dirs": ["ok", 3],

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit import pipeline, run, transcripts
+from kit import pipeline, transcripts
+from kit.stages import run
 from tests.paths import FIXTURES as TEST_FIXTURES
 from tests.paths import ROOT
 

@@ -12,8 +12,9 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import analyze, report
+from kit import report
 from kit.layout import write_json
+from kit.stages import analyze
 from tests.test_plots_report import DESIGN, _headline, _ratios, _trials
 
 CODEX = {"shared_first_prefix_tokens": 1256, "profile": "openai-implicit", "model": "gpt-5.4"}

@@ -9,10 +9,11 @@ from pathlib import Path
 import openai
 import pytest
 
-from kit import design, pipeline, run
+from kit import design, pipeline
 from kit.design import ParamError
 from kit.provider import serve
 from kit.provider.cache import load_profile, profile_names
+from kit.stages import run
 from tests.paths import ROOT
 
 

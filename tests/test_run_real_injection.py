@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kit import pipeline, run
+from kit import pipeline
 from kit.agents import cli_common
 from kit.layout import BatchDir
 from kit.provider.policy import Conversation, Reply
+from kit.stages import run
 from kit.tasks import batch_read, userrepo
 from tests.paths import ROOT
 
@@ -73,7 +74,7 @@ def test_user_repo_instruction_is_injected_and_its_own_files_stay(tmp_path, user
     cfg = run.configure(params)
     assert {arm.placement for arm in cfg.arms.values()} == {userrepo.PLACEMENT}
     folder = run.run_batch(cfg, progress=False)
-    summary = run.summary(folder)
+    summary = run.schedule_table(folder)
     assert list(summary["status"]) == ["ok", "ok"], list(summary["reason"])
 
     assert _tree(user_repo) == before  # the repository: not a byte written

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kit import pipeline, run
+from kit import pipeline
 from kit.design import ParamError
+from kit.stages import run
 from tests.paths import ROOT
 
 
@@ -66,7 +67,7 @@ def done(tmp_path_factory):
 
 def test_batch_completes_with_graded_trials(done):
     folder, _ = done
-    table = run.summary(folder)
+    table = run.schedule_table(folder)
     assert list(table["arm"]) == ["placebo", "batching", "batching", "placebo"]
     assert set(table["status"]) == {"ok"} and (table["grade"] == 1.0).all()
     assert (table["total_tokens"] > 0).all()
@@ -119,13 +120,13 @@ def test_resume_refuses_changed_identity(done, tmp_path):
 def test_failed_trial_is_recorded_and_retried_only_on_request(tmp_path):
     cfg = run.configure(_values(tmp_path, max_cycles=2))  # too few cycles to finish: every trial fails
     folder = run.run_batch(cfg, progress=False)
-    table = run.summary(folder)
+    table = run.schedule_table(folder)
     assert len(table) == 4 and set(table["status"]) == {"failed"}
     assert table["reason"].str.contains("max_cycles").all()
     run.run_batch(run.configure(_values(tmp_path, max_cycles=40)), progress=False)
-    assert set(run.summary(folder)["status"]) == {"failed"}  # skipped: not asked to retry
+    assert set(run.schedule_table(folder)["status"]) == {"failed"}  # skipped: not asked to retry
     run.run_batch(run.configure(_values(tmp_path, max_cycles=40, retry_failed=True)), progress=False)
-    assert set(run.summary(folder)["status"]) == {"ok"}
+    assert set(run.schedule_table(folder)["status"]) == {"ok"}
     assert len(list((folder / "raw/_failed").iterdir())) == 4  # the failed attempts kept, untouched
 
 
@@ -140,8 +141,8 @@ def test_no_isolation_leaks_between_trials(tmp_path):
 
 
 def test_report_states_the_prefix_every_first_request_shares(done, tmp_path):
-    from kit import parse
-    from kit.analyze import shared_first_prefix
+    from kit.stages import parse
+    from kit.stages.analyze import shared_first_prefix
 
     folder, _ = done
     assert shared_first_prefix(parse.parse_batch(folder)["segments"]) == 0  # cache-bust tool heads the prefix
@@ -154,7 +155,7 @@ def test_report_states_the_prefix_every_first_request_shares(done, tmp_path):
 
 @pytest.mark.parametrize("backend", ["sdk-openai", "sdk-anthropic"])
 def test_small_batch_parses_and_agrees_with_the_provider_log(tmp_path, backend):
-    from kit import parse
+    from kit.stages import parse
 
     cfg = run.configure(_values(tmp_path, backend=backend, profile=None, batch=f"small-{backend}"))
     tables = parse.parse_batch(run.run_batch(cfg, progress=False))

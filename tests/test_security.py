@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import analyze, parse, pipeline, publish, run, tasks
+from kit import pipeline, tasks
 from kit.agents import cli_common, sdk
 from kit.agents.base import TrialSpec
 from kit.agents.filetools import FileTools, ToolError
@@ -24,6 +24,7 @@ from kit.layout import BatchDir
 from kit.provider import Reply, ToolCall, serve
 from kit.provider.log import read as read_log
 from kit.provider.server import _check_host
+from kit.stages import analyze, parse, plot, run
 from tests.paths import ROOT
 
 MISSING = [name for name in ("codex", "claude") if not (cli_common.TOOLS_BIN / name).exists()]
@@ -150,7 +151,7 @@ def _every_stage_in_process(params: dict) -> Path:
     folder = run.run_batch(run.configure(params), progress=False)
     parse.parse_batch(folder)
     analyze.analyze_batches([folder], n_resamples=params["n_resamples"], warmth_levels=params["warmth_levels"])
-    publish.publish(folder)
+    plot.publish(folder)
     return folder
 
 
@@ -224,7 +225,8 @@ NETWORK_SCRIPT = textwrap.dedent(
     proxy = f"http://127.0.0.1:{trap.getsockname()[1]}"
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy"):
         os.environ[name] = proxy  # a user's proxies: never handed to a CLI talking to the embedded provider
-    from kit import run, tasks
+    from kit import tasks
+    from kit.stages import run
     from kit.agents import claude, codex
     from kit.agents.base import TrialSpec
     from kit.design import Arm

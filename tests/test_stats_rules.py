@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from kit import report, stats
-from kit.analyze import matched_runs
 from kit.design import ParamError
+from kit.stages.analyze import matched_runs
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "outputs" / "examples" / "batch-read" / "analysis" / "trials.csv"
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit import design, pipeline, run, stats
+from kit import design, pipeline, stats
 from kit.design import ParamError
+from kit.stages import run
 from tests.paths import ROOT
 
 RULE_WORDS = "accepted: {max_runs_per_arm: N, precision: 1.5 and/or exclude_one: true}"
@@ -83,7 +84,7 @@ def test_a_loose_precision_stops_at_the_first_look(early):
     assert decision["arm"] == "batching" and decision["baseline"] == "placebo" and decision["runs_per_arm"] == 5
     assert 0 < decision["lower"] < decision["upper"] and decision["upper"] / decision["lower"] <= 50
     assert record["reason"] == f"batching: {decision['reason']}"
-    assert len(run.summary(early)) == len(manifest["schedule"]) == 10
+    assert len(run.schedule_table(early)) == len(manifest["schedule"]) == 10
 
 
 def test_a_target_that_cannot_be_met_stops_at_the_cap(capped):
@@ -93,7 +94,7 @@ def test_a_target_that_cannot_be_met_stops_at_the_cap(capped):
     assert record["runs_per_arm"] == 6 and record["reason"] == "batching: max_runs_per_arm 6 reached"
     assert [(d["runs_per_arm"], d["add_block"]) for d in record["decisions"]] == [(5, True), (6, False)]
     assert record["decisions"][0]["reason"] == "target not reached"
-    table = run.summary(folder)
+    table = run.schedule_table(folder)
     assert len(table) == 12 and set(table["status"]) == {"ok"} and manifest["status"] == "complete"
 
 

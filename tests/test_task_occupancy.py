@@ -412,13 +412,14 @@ def test_instructions_are_length_matched():
 
 
 def test_params_file_runs_a_graded_batch(tmp_path, monkeypatch):
-    from kit import pipeline, run, tasks
+    from kit import pipeline, tasks
+    from kit.stages import run
 
     monkeypatch.setitem(tasks.PACKS, "occupancy", oc.OccupancyPack)  # the registry line the lead adds
     params = pipeline.load_params(str(Path(__file__).resolve().parent.parent / "params/occupancy.yaml"))
     params.update(outputs_dir=str(tmp_path), batch="occ", runs_per_arm=1, concurrency=1, salt="occ-e2e")
     folder = run.run_batch(run.configure(params), progress=False)
-    table = run.summary(folder)
+    table = run.schedule_table(folder)
     assert list(table["status"]) == ["ok", "ok"] and list(table["grade"]) == [1.0, 1.0]
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["arms"]["explore"]["tools"] == ["explore"] and manifest["arms"]["files"]["tools"] == []

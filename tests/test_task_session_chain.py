@@ -325,7 +325,8 @@ def test_generic_questions_get_answers_from_what_was_read(tmp_path):
 
 
 def test_params_file_runs_a_graded_batch(tmp_path, monkeypatch):
-    from kit import pipeline, run, tasks
+    from kit import pipeline, tasks
+    from kit.stages import run
 
     monkeypatch.setitem(tasks.PACKS, "session-chain", sc.SessionChainPack)  # the registry line the lead adds
     params = pipeline.load_params(str(Path(__file__).resolve().parent.parent / "params/session-chain.yaml"))
@@ -338,7 +339,7 @@ def test_params_file_runs_a_graded_batch(tmp_path, monkeypatch):
         salt="chain-e2e",
     )
     folder = run.run_batch(run.configure(params), progress=False)
-    table = run.summary(folder)
+    table = run.schedule_table(folder)
     assert list(table["status"]) == ["ok", "ok"] and list(table["grade"]) == [1.0, 1.0]
     metas = {m["arm"]: m for m in (json.loads(p.read_text()) for p in folder.glob("raw/*/meta.json"))}
     assert metas["builtin"]["turns"] == metas["with_session"]["turns"] == 5

@@ -6,8 +6,9 @@ import statistics
 import pytest
 import yaml
 
-from kit import pipeline, run, tasks
+from kit import pipeline, tasks
 from kit.provider.policy import Conversation, Message
+from kit.stages import run
 from kit.tasks import terse
 from kit.tasks.terse import TersePack, load_bank
 from kit.tokens import count
@@ -173,7 +174,7 @@ def test_a_batch_runs_end_to_end_on_the_embedded_provider(tmp_path, monkeypatch)
     params = pipeline.load_params(str(ROOT / "params/terse.yaml"))
     params.update(outputs_dir=str(tmp_path), batch="t1", runs_per_arm=3, concurrency=1, salt="terse-e2e")
     folder = run.run_batch(run.configure(params), progress=False)
-    table = run.summary(folder)
+    table = run.schedule_table(folder)
     assert set(table["status"]) == {"ok"}
     assert set(table[table["arm"] != "skill"]["grade"]) == {1.0} and table["grade"].min() >= 2 / 3
     answers = {(r.arm, r.run): (folder / "raw" / r.trial_id / "answer.md").read_text() for r in table.itertuples()}

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from paths import FIXTURES as TEST_FIXTURES
 
-from kit import parse, transcripts
+from kit import transcripts
+from kit.stages import parse
 from kit.transcripts import _base, cli
 
 FIXTURES = TEST_FIXTURES / "transcripts"

@@ -14,7 +14,8 @@ import orjson
 import pandas as pd
 from paths import FIXTURES as TEST_FIXTURES
 
-from kit import parse, transcripts
+from kit import transcripts
+from kit.stages import parse
 
 FIXTURES = TEST_FIXTURES / "transcripts"
 CODE_MODE = FIXTURES / "codex-rollout_yepanywhere_codemode_0.154.0.jsonl"

@@ -66,7 +66,7 @@ def cache_env(ttl: str) -> dict[str, str]:
     return {"CLAUDE_CODE_PROMPT_CACHE_TTL": ttl, "CLAUDE_CODE_SUBAGENT_PROMPT_CACHE_TTL": ttl, **pin}
 
 
-def kit_tool_names(spec: TrialSpec) -> list[str]:
+def _kit_tool_names(spec: TrialSpec) -> list[str]:
     """The names Claude Code gives the arm's kit tools (``mcp__kit__<tool>``)."""
     return [mcp_server.tool_name(mcp_server.KIT_SERVER, tool) for tool in spec.arm.tools]
 
@@ -81,7 +81,7 @@ def options(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
         for name, argv in mcp_server.servers(spec).items()
     }
     if spec.arm.tools:  # the arm's kit tools, allowed (-p cannot ask for permission)
-        args += ["--allowedTools", ",".join(kit_tool_names(spec))]
+        args += ["--allowedTools", ",".join(_kit_tool_names(spec))]
     if servers:
         args += ["--mcp-config", json.dumps({"mcpServers": servers})]
     if spec.arm.instruction and spec.arm.placement == "system":
@@ -135,7 +135,7 @@ def applied(spec: TrialSpec) -> dict[str, str]:
             else f"{bust} in the request's tools (ToolSearch off), after Claude Code's built-in tools"
         )
     if spec.arm.tools:
-        out["tools"] = ", ".join(kit_tool_names(spec)) + (
+        out["tools"] = ", ".join(_kit_tool_names(spec)) + (
             " (MCP; deferred behind ToolSearch)" if deferred else " (MCP; ToolSearch off, so in the request's tools)"
         )
     out["isolation_applied"] = ",".join(done) or "none"

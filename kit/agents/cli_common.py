@@ -136,7 +136,7 @@ def shown_command(argv: Sequence[str], kit_env: Mapping[str, str], arm_env: Mapp
     return redact([*words, *argv])
 
 
-def run_process(
+def _run_process(
     argv: Sequence[str],
     *,
     env: Mapping[str, str],
@@ -204,7 +204,7 @@ def run_turns(spec: TrialSpec, outcome: TrialOutcome, turns: Turns, runs: list[C
     for turn in range(len(spec.prompts)):
         argv = turns.argv(turn)
         seen = len(read_jsonl(turns.stdout))
-        run = run_process(
+        run = _run_process(
             argv,
             env=turns.env,
             shown=shown_command(argv, turns.kit_env, spec.arm.env),

@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
 BatchSettings = Callable[[str | None, list[str], list[tuple[str, str]]], dict[str, Any]]
 
 
-def proxy_parser() -> argparse.ArgumentParser:
+def _proxy_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kit provider proxy",
         description="Forward every request to a real endpoint unchanged and log each model request in the embedded "
@@ -62,9 +62,9 @@ def proxy_parser() -> argparse.ArgumentParser:
     return p
 
 
-def proxy_main(args: Sequence[str]) -> int:
+def _proxy_main(args: Sequence[str]) -> int:
     """Run the recording proxy until interrupted."""
-    p = proxy_parser()
+    p = _proxy_parser()
     options = p.parse_args(args)
     from kit.provider.proxy_server import proxy_forever
 
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None, batch_settings: BatchSettings | None
     knows nothing of task packs (docs/design.md, 'Who imports whom')."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["proxy"]:
-        return proxy_main(args[1:])
+        return _proxy_main(args[1:])
     if args[:1] == ["serve"]:
         args = args[1:]
     p = parser()

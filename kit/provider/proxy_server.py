@@ -87,7 +87,7 @@ def _hop_by_hop(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
     return _HOP_BY_HOP | listed
 
 
-def check_upstream(url: str) -> str:
+def _check_upstream(url: str) -> str:
     """``url`` without a trailing slash; refused when it could carry a credential (user info) or is not http(s).
 
     A credential belongs in the headers the client sends, which are forwarded and never written; a URL is
@@ -120,7 +120,7 @@ class ProxyApp:
         read_timeout_s: float = READ_TIMEOUT_S,
         max_body_bytes: int = MAX_BODY_BYTES,
     ):
-        self.upstream = check_upstream(upstream) if upstream is not None else None
+        self.upstream = _check_upstream(upstream) if upstream is not None else None
         self.log = log
         self.clock = clock
         self.read_timeout_s = read_timeout_s
@@ -361,14 +361,14 @@ async def _disconnected(receive: Receive) -> None:
 
 
 class Proxy(LoopbackService):
-    """A running recording proxy (returned by ``start_proxy``, yielded by ``proxy``)."""
+    """A running recording proxy (returned by ``_start_proxy``, yielded by ``proxy``)."""
 
     def __init__(self, app: ProxyApp, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
         super().__init__(app, sock, server, thread)
         self.upstream = app.upstream  # None: each API's public endpoint (PUBLIC_UPSTREAMS)
 
 
-def start_proxy(
+def _start_proxy(
     upstream: str | None = None,
     port: int = 0,
     host: str = "127.0.0.1",
@@ -414,8 +414,8 @@ def proxy(
     allow_non_loopback: bool = False,
     read_timeout_s: float = READ_TIMEOUT_S,
 ) -> Iterator[Proxy]:
-    """``with proxy(upstream=..., log_path=...) as p:`` → ``p.base_url``, ``p.log_path``; see ``start_proxy``."""
-    running = start_proxy(upstream, port, host, log_path, allow_non_loopback, read_timeout_s)
+    """``with proxy(upstream=..., log_path=...) as p:`` → ``p.base_url``, ``p.log_path``; see ``_start_proxy``."""
+    running = _start_proxy(upstream, port, host, log_path, allow_non_loopback, read_timeout_s)
     try:
         yield running
     finally:
@@ -425,7 +425,7 @@ def proxy(
 def proxy_forever(**kwargs: Any) -> None:
     """Run until interrupted (the CLI): the base URL first (scripts read that line), then where clients point,
     where requests go and the log path. No key is printed: clients send their own."""
-    running = start_proxy(**kwargs)
+    running = _start_proxy(**kwargs)
     where = running.upstream or ", ".join(f"{name}: {url}" for name, url in PUBLIC_UPSTREAMS.items())
     lines = [
         running.base_url,

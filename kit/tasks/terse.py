@@ -96,13 +96,13 @@ class Bank:
     generic: tuple[str, ...]
 
 
-def term_pattern(term: str) -> re.Pattern[str]:
+def _term_pattern(term: str) -> re.Pattern[str]:
     """A key term found case-insensitively at the start of a word (``rebase`` matches ``rebased``)."""
     return re.compile(r"(?<![A-Za-z0-9])" + re.escape(term), re.IGNORECASE)
 
 
 def has_term(text: str, term: str) -> bool:
-    return term_pattern(term).search(text) is not None
+    return _term_pattern(term).search(text) is not None
 
 
 def compress(sentence: str) -> str:
@@ -158,7 +158,7 @@ def _check_question(q: Question, where: str) -> None:
             raise BankError(f"{where}: {'intro' if k == 0 else f'elaboration[{k - 1}]'} names key term(s) {hit}")
 
 
-def grade_answer(answer: str, question: Question) -> Grade:
+def _grade_answer(answer: str, question: Question) -> Grade:
     """Share of the question's key terms the answer contains."""
     missing = [t for t in question.terms if not has_term(answer, t)]
     found = len(question.terms) - len(missing)
@@ -288,7 +288,7 @@ class TersePack:
 
     def grade_for(self, run: int, answer: str) -> Grade:
         """Grade against run ``run``'s question (the run stage calls this when a pack has it)."""
-        return grade_answer(answer, self.question_for(run))
+        return _grade_answer(answer, self.question_for(run))
 
     def grade(self, answer: str) -> Grade:
         """Grade against run 0's question, matching :meth:`prompts`."""

@@ -28,7 +28,7 @@ _NUMBERED = re.compile(r"^\s*\d+\t", re.MULTILINE)
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 
 
-def working_directory(conv: Conversation) -> str | None:
+def _working_directory(conv: Conversation) -> str | None:
     """The absolute working directory the client announced (Claude Code's environment block)."""
     for text in (conv.system, *(m.text for m in conv.messages if m.role in ("system", "user"))):
         match = _CWD.search(text)
@@ -48,7 +48,7 @@ def read_call(conv: Conversation, path: str) -> ToolCall:
         return ToolCall("read_file", {"path": path})
     if "exec_command" in names:
         return ToolCall("exec_command", {"cmd": f"cat {shlex.quote(path)}", "login": False})
-    cwd = working_directory(conv)
+    cwd = _working_directory(conv)
     if "Read" in names and cwd:
         return ToolCall("Read", {"file_path": posixpath.join(cwd, path)})
     if "Bash" in names:
@@ -66,7 +66,7 @@ def requested_path(conv: Conversation, call: ToolCall) -> str | None:
         return words[1] if len(words) == 2 and words[0] == "cat" else None
     if call.name == "Read":
         path = str(args.get("file_path", ""))
-        cwd = working_directory(conv)
+        cwd = _working_directory(conv)
         return posixpath.relpath(path, cwd) if cwd and path.startswith(cwd) else path or None
     return None
 
@@ -288,7 +288,7 @@ def is_search(call: ToolCall) -> bool:
 
 def grep_hits(conv: Conversation, results: list[tuple[ToolCall, Message]] | None = None) -> list[tuple[str, int, str]]:
     """Every (repository-relative path, line, text) a search returned, in ``results`` (default: all of them)."""
-    cwd = working_directory(conv)
+    cwd = _working_directory(conv)
     hits = []
     for call, result in conv.results() if results is None else results:
         if result.is_error or not is_search(call):

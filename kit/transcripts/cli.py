@@ -59,7 +59,7 @@ def trial_rows(trial: sources.Trial, format: str = "auto", strict: bool = False)
     return rows, issues + sources.check_others(trial, rows)
 
 
-def batch_check(rows: pd.DataFrame, log: Path) -> list[dict]:
+def _batch_check(rows: pd.DataFrame, log: Path) -> list[dict]:
     """The batch-wide request log against the trials read, trial by trial; trials it has and the folder
     lacks (never finished: no meta.json) are named in one line."""
     logged = read([log])
@@ -97,7 +97,7 @@ def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tu
         trials += len(folders)
         log = sources.batch_log(path)
         if log is not None and read_here:
-            issues += batch_check(pd.concat(read_here, ignore_index=True), log)
+            issues += _batch_check(pd.concat(read_here, ignore_index=True), log)
             checks += 1
         frames += read_here
     if loose:

@@ -137,7 +137,7 @@ def scan(state: _File) -> _File:
     return state
 
 
-def uuid7_ms(value: object) -> int | None:
+def _uuid7_ms(value: object) -> int | None:
     """Milliseconds since the epoch encoded in a UUIDv7 (Codex's session and turn ids), else None."""
     try:
         parsed = uuid.UUID(str(value))
@@ -322,13 +322,13 @@ class _File:
             return  # a replayed parent's meta: the first one is this file's own
         self.session_id, self.cli_version = meta.id, meta.cli_version
         if _parent(meta) is not None:
-            self.fork_ms = uuid7_ms(meta.id) or _iso_ms(meta.timestamp)
+            self.fork_ms = _uuid7_ms(meta.id) or _iso_ms(meta.timestamp)
             self.replaying = True
 
     def _turn(self, kind: str, payload: _Payload) -> None:
         turn_id = payload.turn_id
         if self.replaying:
-            started = uuid7_ms(turn_id)
+            started = _uuid7_ms(turn_id)
             fork = self.fork_ms
             own = started >= fork if started is not None and fork is not None else kind == "turn_context"
             if not own:

@@ -4,7 +4,7 @@ A trial folder (``raw/<trial_id>/`` with ``meta.json``) holds the same responses
 backend's own transcripts, the embedded provider's log of the trial (``provider_log.jsonl``), the SDK
 agents' records, ``codex exec --json`` stdout beside Codex rollouts; a batch folder adds the batch-wide
 request log (``raw/_provider/requests.jsonl``). Reading them all would count every response two or three
-times, so one rule, here, picks the primary source of each trial for the parse stage (``kit.parse``)
+times, so one rule, here, picks the primary source of each trial for the parse stage (``kit.stages.parse``)
 and for ``python -m kit parse`` alike: every file in the format the backend lists first in
 ``meta.json``; the rest are cross-checks (docs/method.md#transcripts).
 
@@ -226,15 +226,15 @@ def crosscheck(primary: pd.DataFrame, logged: pd.DataFrame, log: Path) -> list[d
 
 def check_others(trial: Trial, rows: pd.DataFrame) -> list[dict]:
     """The trial's other files of the same responses against its rows: their own issues and every sum
-    they disagree on (``totals_check``)."""
+    they disagree on (``_totals_check``)."""
     issues = []
     for other in trial.others:
         theirs = read([other])
-        issues += [*theirs.attrs["issues"], *totals_check(rows, theirs, other)]
+        issues += [*theirs.attrs["issues"], *_totals_check(rows, theirs, other)]
     return issues
 
 
-def totals_check(primary: pd.DataFrame, other: pd.DataFrame, path: Path) -> list[dict]:
+def _totals_check(primary: pd.DataFrame, other: pd.DataFrame, path: Path) -> list[dict]:
     """Another file of the same responses (``codex exec --json`` turns, stream-json, SDK records) must give
     the same token sums; the fields where it does not. Its rows may be turns, so only sums compare."""
     out = []

@@ -7,41 +7,41 @@ batch's observed point on one replayed curve, and shows the same figure of each 
 Ratios across batches go through :func:`kit.stats.ratio`, so the stitch guard holds here too: arms
 that never shared a batch raise :class:`kit.stats.StitchError` unless ``allow_stitch`` is passed, and
 then the row is labelled a cross-run stitch.
-
-The second half makes a batch folder a lean committed example (``make examples``; four of them must stay
-under 5 MB together): the executed plot notebook links its ``figures/*.png`` instead of embedding a second
-copy, its HTML export links one shared copy of nbconvert's stylesheet, the PNGs are re-encoded with a
-256-colour palette (a third of the size; no pixel moves by more than a few levels of antialiasing), and the
-SVG twins of the PNGs and the HTML exports of the other three notebooks (their ``.ipynb`` stay) are dropped.
-Raw records, tables, analysis, executed notebooks and the report stay as the pipeline wrote them.
+The lean committed examples (``make examples``) are :mod:`kit.lean_examples`'s job.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
 import glob
 import io
 import os
-import shutil
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import nbformat
 import orjson
 import pandas as pd
 from matplotlib.figure import Figure
-from PIL import Image
 
-from kit import cachemodel, htmlexport, plots, stats
+from kit import cachemodel, charts, stats
 from kit.errors import InputError
-from kit.layout import ROOT, STAGES, BatchDir, atomic_write, read_csv_as_written
+from kit.layout import ROOT, BatchDir, read_csv_as_written
+
+__all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
+    "TABLES",
+    "Batches",
+    "comparisons",
+    "cross_ratios",
+    "load",
+    "overview",
+    "show_figures",
+    "show_warmth",
+    "warmth_figure",
+    "warmth_pairs",
+]
 
 TABLES = ("trials", "ratios", "headline", "arms", "observed", "warmth")
-HTML_KEPT = ("plot",)  # the one notebook export an example keeps: it shows the figures
-LEAN_MARK = "image outputs link figures/*.png (the same images, then palette-encoded) instead of embedding them"
 
 
 # ---------------------------------------------------------------- loading many batches
@@ -63,7 +63,7 @@ class Batches:
         return list(self.folders)
 
 
-def batch_folders(pattern: str | Path | Sequence[str | Path], root: str | Path | None = None) -> list[Path]:
+def _batch_folders(pattern: str | Path | Sequence[str | Path], root: str | Path | None = None) -> list[Path]:
     """Analysed batch folders (holding ``analysis/design.json``) matching one or more globs, sorted.
 
     A relative glob is tried against ``root`` (default: the working directory) and then against the
@@ -100,7 +100,7 @@ def _read_folder(folder: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
         path = bd.analysis_csv(name)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing; run the analyze stage on {folder} again")
-        # ratios.csv: an empty label means "not a stitch", not missing (as kit.publish reads it)
+        # ratios.csv: an empty label means "not a stitch", not missing (as kit.stages.plot reads it)
         frames[name] = read_csv_as_written(path) if name == "ratios" else pd.read_csv(path)
     return design, frames
 
@@ -114,7 +114,7 @@ def load(pattern: str | Path | Sequence[str | Path], root: str | Path | None = N
     folders: dict[str, Path] = {}
     designs: dict[str, dict] = {}
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in TABLES}
-    for folder in batch_folders(pattern, root):
+    for folder in _batch_folders(pattern, root):
         design, frames = _read_folder(folder)
         bid = _batch_id(design)
         if bid in folders:
@@ -138,7 +138,7 @@ def load(pattern: str | Path | Sequence[str | Path], root: str | Path | None = N
 # ---------------------------------------------------------------- tables
 
 
-def summary(b: Batches) -> pd.DataFrame:
+def overview(b: Batches) -> pd.DataFrame:
     """One row per (batch, comparison): total and uncached ratios apart, uncached with its hit rates."""
     r = b["ratios"]
     rows = []
@@ -227,11 +227,11 @@ def _merged_design(b: Batches, batches: list[str], arms: tuple[str, str]) -> dic
     }
 
 
-def pooled_warmth(b: Batches, arms: tuple[str, str], batches: list[str], seed: int = 0) -> pd.DataFrame:
+def _pooled_warmth(b: Batches, arms: tuple[str, str], batches: list[str], seed: int = 0) -> pd.DataFrame:
     """The warmth sweep replayed over the recorded requests of several batches together (one curve).
 
     Trial ids repeat across batches (r00-placebo …), so they are prefixed with the batch; each trial
-    stays its own cache domain, as in :func:`kit.analyze.analyze_batches`.
+    stays its own cache domain, as in :func:`kit.stages.analyze.analyze_batches`.
     """
     profiles = {b.designs[x].get("profile") or "openai-implicit" for x in batches}
     if len(profiles) != 1:
@@ -265,13 +265,13 @@ def warmth_figure(
     if not with_curve:
         raise InputError(f"no loaded batch has a warmth sweep of {arm_a} / {arm_b}; pairs: {comparisons(b)}")
     if curve == "pooled":
-        source, warmth = f"pooled over {len(with_curve)} batches", pooled_warmth(b, (arm_a, arm_b), with_curve, seed)
+        source, warmth = f"pooled over {len(with_curve)} batches", _pooled_warmth(b, (arm_a, arm_b), with_curve, seed)
     else:
         curve = curve or with_curve[0]
         if curve not in with_curve:
             raise InputError(f"parameter 'curve': {curve!r} has no {arm_a}/{arm_b} sweep; accepted: {with_curve}")
         source, warmth = f"batch {curve}", warmth[warmth["batch"] == curve]
-    fig = plots.warmth_vs_ratio(warmth, observed, _merged_design(b, points or with_curve, (arm_a, arm_b)))
+    fig = charts.warmth_vs_ratio(warmth, observed, _merged_design(b, points or with_curve, (arm_a, arm_b)))
     ax = fig.axes[0]
     for line in ax.lines:
         label = str(line.get_label())
@@ -290,7 +290,7 @@ def warmth_pairs(b: Batches) -> list[tuple[str, str]]:
     return list(pairs.itertuples(index=False, name=None))
 
 
-def warmth_figures(b: Batches, curve: str | None = None, seed: int = 0) -> list[Figure]:
+def _warmth_figures(b: Batches, curve: str | None = None, seed: int = 0) -> list[Figure]:
     """:func:`warmth_figure` for every pair of arms with a sweep. A ``curve`` batch id applies to the
     pairs that batch has; the others take their first batch's curve (each figure names its curve)."""
     figures = []
@@ -302,16 +302,16 @@ def warmth_figures(b: Batches, curve: str | None = None, seed: int = 0) -> list[
 
 
 def show_warmth(b: Batches, curve: str | None = None, seed: int = 0) -> None:
-    """Display :func:`warmth_figures` as PNG (a bare ``Figure`` has no notebook formatter without pyplot)."""
+    """Display :func:`_warmth_figures` as PNG (a bare ``Figure`` has no notebook formatter without pyplot)."""
     from IPython.display import Image, display
 
-    for fig in warmth_figures(b, curve, seed):
+    for fig in _warmth_figures(b, curve, seed):
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=110)
         display(Image(data=buffer.getvalue()))
 
 
-def figure_paths(b: Batches, name: str) -> dict[str, Path]:
+def _figure_paths(b: Batches, name: str) -> dict[str, Path]:
     """The same figure (``figures/<name>.png``) of every loaded batch that has it."""
     paths = {bid: BatchDir(folder).figure(name) for bid, folder in b.folders.items()}
     return {bid: p for bid, p in paths.items() if p.is_file()}
@@ -321,99 +321,8 @@ def show_figures(b: Batches, name: str) -> None:
     """Display one figure of every batch in turn, each under its batch id (notebook use)."""
     from IPython.display import Image, Markdown, display
 
-    paths = figure_paths(b, name)
+    paths = _figure_paths(b, name)
     if not paths:
         display(Markdown(f"_No loaded batch has `figures/{name}.png`._"))
     for bid, png in paths.items():
         display(Markdown(f"**{bid}** — `{name}`"), Image(filename=str(png)))
-
-
-# ---------------------------------------------------------------- lean committed examples
-
-
-def link_figures(notebook: Path) -> int:
-    """Replace embedded PNG outputs that are byte-identical to a ``figures/*.png`` beside the notebook
-    by an ``<img>`` linking that file; returns how many were replaced. Other images stay embedded."""
-    figures = {p.read_bytes(): p for p in sorted(BatchDir(notebook.parent).figures.glob("*.png"))}
-    nb = nbformat.read(notebook, as_version=4)
-    replaced = 0
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            png = figures.get(base64.b64decode(data["image/png"])) if "image/png" in data else None
-            if png is None:
-                continue
-            rel = png.relative_to(notebook.parent).as_posix()
-            out["data"] = {"text/html": f'<img src="{rel}" alt="{png.stem}">', "text/plain": f"[figure {rel}]"}
-            replaced += 1
-    if replaced:
-        nb.metadata.setdefault("kit", {})["lean_snapshot"] = LEAN_MARK
-        atomic_write(notebook, lambda tmp: nbformat.write(nb, tmp))
-    return replaced
-
-
-def palette_png(png: Path) -> bool:
-    """Re-encode an opaque RGB(A) PNG with a 256-colour palette, in place; False if left alone.
-
-    Figures are flat colours plus antialiased edges, so a median-cut palette without dithering keeps
-    them visually identical at about a third of the bytes. Transparent or already paletted images stay.
-    """
-    with Image.open(png) as im:
-        im.load()
-    if im.mode not in ("RGB", "RGBA"):
-        return False
-    extrema = im.getextrema()  # (min, max) per band; RGBA has four
-    if im.mode == "RGBA" and len(extrema) == 4 and extrema[3][0] < 255:  # not opaque everywhere
-        return False
-    quantized = im.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-    atomic_write(png, lambda tmp: quantized.save(tmp, format="PNG", optimize=True))
-    return True
-
-
-def lean_example(batch_dir: Path, css_dir: Path) -> list[str]:
-    """Make a pipeline-written batch folder a lean committed example; returns what was removed.
-
-    Removed: SVG twins of the PNG figures (the plot stage redraws both), the HTML exports of the notebooks
-    not in ``HTML_KEPT`` (``jupyter nbconvert --to html`` remakes them from the kept ``.ipynb``) and any
-    per-trial CLI home (``.homes``: CLI state, never a record). Rewritten: the kept notebooks link their
-    figures, the PNGs take a palette (:func:`palette_png`), and the kept HTML links ``css_dir``'s one copy
-    of nbconvert's stylesheet.
-    """
-    batch_dir = Path(batch_dir)
-    dropped_html = [batch_dir / f"{stage}.html" for stage in STAGES if stage not in HTML_KEPT]
-    removed = []
-    for path in sorted([*batch_dir.glob("figures/*.svg"), *batch_dir.rglob(".homes"), *dropped_html]):
-        if path.exists():
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
-            removed.append(str(path.relative_to(batch_dir)))
-    for stage in STAGES:  # link before re-encoding: outputs are matched to figures by their bytes
-        if (batch_dir / f"{stage}.ipynb").is_file():
-            link_figures(batch_dir / f"{stage}.ipynb")
-    for png in sorted(batch_dir.glob("figures/*.png")):
-        palette_png(png)
-    for stage in HTML_KEPT:
-        if (batch_dir / f"{stage}.ipynb").is_file():
-            htmlexport.export_html(batch_dir / f"{stage}.ipynb", css_dir)
-    return removed
-
-
-def lean_examples(examples_dir: Path) -> dict[str, list[str]]:
-    """:func:`lean_example` on every batch folder under ``examples_dir``; the stylesheet in ``_static/``."""
-    examples_dir = Path(examples_dir)
-    folders = sorted(p for p in examples_dir.iterdir() if BatchDir(p).is_batch())
-    return {p.name: lean_example(p, examples_dir / "_static") for p in folders}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kit.explore lean EXAMPLES_DIR`` (the last step of ``make examples``)."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[0] != "lean":
-        print("usage: python -m kit.explore lean EXAMPLES_DIR", file=sys.stderr)
-        return 2
-    for name, removed in lean_examples(Path(argv[1])).items():
-        print(f"lean {name}: removed {len(removed)} file(s)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -38,11 +38,41 @@ from scipy import stats as scipy_stats
 
 from kit import cachemodel, pricing, schema
 from kit import occupancy as occ
-from kit import parse as parse_stage
 from kit.errors import InputError
+from kit.stages import parse as parse_stage
 from kit.stats import STITCH_LABEL
 from kit.transcripts import _files, sources
 from kit.transcripts import cache as parse_cache
+
+__all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
+    "COMPARE_METRICS",
+    "CONFIDENCE",
+    "COSTS",
+    "GAP_BINS",
+    "GAP_LABELS",
+    "PROFILES",
+    "SEED",
+    "SUMS",
+    "VIEWS",
+    "VIEW_COLUMNS",
+    "Comparison",
+    "History",
+    "Result",
+    "analyze",
+    "compare",
+    "load",
+    "main",
+    "rebuilt",
+    "run",
+    "session_occupancy",
+    "sessions",
+    "structural",
+    "totals",
+    "usage",
+    "views",
+    "warmth",
+    "write",
+]
 
 VIEWS = ("day", "session", "project", "model")
 SUMS = [
@@ -66,7 +96,7 @@ CONFIDENCE = 0.95
 SEED = 20260601
 
 
-def default_paths() -> list[Path]:
+def _default_paths() -> list[Path]:
     """The folders Claude Code and Codex write their transcripts to, as far as they exist."""
     claude = Path(os.environ["CLAUDE_CONFIG_DIR"]) / "projects" if os.environ.get("CLAUDE_CONFIG_DIR") else None
     codex = Path(os.environ["CODEX_HOME"]) / "sessions" if os.environ.get("CODEX_HOME") else None
@@ -288,8 +318,8 @@ def sessions(history: History) -> pd.DataFrame:
     return out.reset_index().sort_values("started_at", kind="stable", ignore_index=True)
 
 
-def occupancy(history: History, window_tokens: int = occ.WINDOW_TOKENS) -> pd.DataFrame:
-    """``kit.occupancy.occupancy`` of every session (trial = session), the batch analysis's code unchanged."""
+def session_occupancy(history: History, window_tokens: int = occ.WINDOW_TOKENS) -> pd.DataFrame:
+    """``kit.occupancy.measure`` of every session (trial = session), the batch analysis's code unchanged."""
     if history.requests.empty:
         return pd.DataFrame(columns=occ.COLUMNS)
     req = history.requests.drop(columns=COSTS)
@@ -298,10 +328,10 @@ def occupancy(history: History, window_tokens: int = occ.WINDOW_TOKENS) -> pd.Da
     keys = ["batch", "arm", "run", "trial_id"]
     res = history.tool_results[[*keys, "cycle", "category", "chars"]]
     res = res.astype({c: object for c in ("batch", "arm", "trial_id", "category")})
-    return occ.occupancy(req, res, events=history.events, window_tokens=window_tokens)
+    return occ.measure(req, res, events=history.events, window_tokens=window_tokens)
 
 
-def occupancy_blocks(occupancy_rows: pd.DataFrame, window_tokens: int, sessions_: list[str]) -> dict[str, str]:
+def _occupancy_blocks(occupancy_rows: pd.DataFrame, window_tokens: int, sessions_: list[str]) -> dict[str, str]:
     """The printed occupancy block of each of ``sessions_`` (``kit.occupancy_block``), where that module exists."""
     try:
         from kit import occupancy_block
@@ -574,20 +604,20 @@ def analyze(
     cache: str | Path | None = None,
     top: int = 5,
 ) -> Result:
-    """Read and analyse a history (``paths`` None: ``default_paths()``); ``top`` sessions get their block printed."""
-    paths = [Path(p).expanduser() for p in (paths or default_paths())]
+    """Read and analyse a history (``paths`` None: ``_default_paths()``); ``top`` sessions get their block printed."""
+    paths = [Path(p).expanduser() for p in (paths or _default_paths())]
     if not paths:
         raise InputError("no transcript folder found: pass PATH (defaults: ~/.claude/projects, ~/.codex/sessions)")
     history = load(paths, since, until, cache)
     session_table = sessions(history)
-    occupancy_rows = occupancy(history, window_tokens)
+    occupancy_rows = session_occupancy(history, window_tokens)
     biggest = session_table.sort_values("total_tokens", ascending=False)["session"].head(top).tolist()
     prompts, structural_table = structural(history)
     parameters: dict[str, Any] = {"paths": [str(p) for p in paths], "since": since, "until": until}
     parameters |= {"group_by": list(group_by), "compare": compare_spec, "window_tokens": window_tokens}
     return Result(
         history, totals(history.requests), views(history.requests, group_by), session_table, occupancy_rows,
-        occupancy_blocks(occupancy_rows, window_tokens, biggest), prompts, structural_table, warmth(prompts),
+        _occupancy_blocks(occupancy_rows, window_tokens, biggest), prompts, structural_table, warmth(prompts),
         compare(history, compare_spec, session_table) if compare_spec else None, parameters,
     )  # fmt: skip
 
@@ -655,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
                     '"b": ["2026-05-02", null]} or {"by": "project", "a": "x", "b": "y"}')  # fmt: skip
     ap.add_argument("--window-tokens", type=int, default=occ.WINDOW_TOKENS)
     args = ap.parse_args(argv)
-    paths = [str(Path(p).expanduser().resolve()) for p in args.paths] or [str(p) for p in default_paths()]
+    paths = [str(Path(p).expanduser().resolve()) for p in args.paths] or [str(p) for p in _default_paths()]
     if not paths:
         print("error: no transcript folder found; pass PATH", file=sys.stderr)
         return 1

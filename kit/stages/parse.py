@@ -19,7 +19,7 @@ import orjson
 import pandas as pd
 
 from kit import metrics, transcripts
-from kit.layout import BatchDir, write_table
+from kit.layout import BatchDir, batch_path, write_table
 from kit.schema import (
     CODE_MODE,
     ISSUE_COLUMNS,
@@ -33,6 +33,17 @@ from kit.schema import (
 from kit.transcripts import sources
 from kit.transcripts._tools import CATEGORIES
 
+__all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
+    "EVENT_COLUMNS",
+    "META_COLUMNS",
+    "QUOTA_COLUMNS",
+    "RESPONSE_SUMS",
+    "SEGMENT_COLUMNS",
+    "batch_path",
+    "parse_batch",
+    "totals",
+]
+
 META_COLUMNS = [
     "batch", "arm", "run", "trial_id", "order_index", "status", "reason", "grade", "grade_detail",
     "backend", "model", "isolation", "control", "started_at", "wall_s", "simulated",
@@ -43,7 +54,7 @@ RESPONSE_SUMS = [*OUTPUT, *CODE_MODE]  # per-response counts the trials table su
 QUOTA_COLUMNS = [f"{c}_{end}" for c in QUOTA for end in ("first", "last")]  # quota at the trial's first/last response
 
 
-def trial_meta(bd: BatchDir) -> pd.DataFrame:
+def _trial_meta(bd: BatchDir) -> pd.DataFrame:
     """One row per completed trial (failed ones included) from ``raw/<trial_id>/meta.json``."""
     rows = []
     for tdir in bd.trial_dirs():
@@ -58,7 +69,7 @@ def trial_meta(bd: BatchDir) -> pd.DataFrame:
 def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame]:
     """Read every trial; write and return requests, trials, tool_results, parse_issues, segments, events."""
     bd = BatchDir(Path(batch_dir))
-    meta_df = trial_meta(bd)
+    meta_df = _trial_meta(bd)
     requests, tools, issues, segments, events = [], [], [], [], []
     for tdir in bd.trial_dirs():
         trial = sources.trial(tdir)

@@ -398,7 +398,7 @@ def _ratio_axis_label(fewer: bool) -> str:
     return "times more = mean(arm) / mean(baseline), 95% CI\nright of 1: the arm uses more"
 
 
-def forest_limits(rows: pd.DataFrame, spread: float = FOREST_SPREAD) -> tuple[float, float]:
+def _forest_limits(rows: pd.DataFrame, spread: float = FOREST_SPREAD) -> tuple[float, float]:
     """Log-axis range of a ratio forest: every bound and 1, but no further than ``spread`` ×/÷ the estimates.
 
     Why: a bootstrap bound of a five-run arm can sit 50× away from its estimate; drawn to scale it leaves
@@ -419,7 +419,7 @@ def ratio_forest(ratios: pd.DataFrame, design: dict) -> Figure:
 
     The ratio axis runs the way the headline reads: when the headline says "arm feeds N× fewer total
     tokens", every ratio is drawn as N = mean(baseline) / mean(arm), right of 1 meaning the arm uses less.
-    The log axis spans the estimates (see :func:`forest_limits`); a bound beyond it is an arrow with its
+    The log axis spans the estimates (see :func:`_forest_limits`); a bound beyond it is an arrow with its
     value. Hollow markers flag what a reader must discount: cross-run stitches and n < 5.
     """
     _require(ratios, ["metric", "estimate", "lower", "upper"], "ratios")
@@ -438,7 +438,7 @@ def ratio_forest(ratios: pd.DataFrame, design: dict) -> Figure:
     else:
         shown = _oriented(ratio_rows, fewer)
         values = shown[["estimate", "lower", "upper"]].to_numpy(float)
-        limits = forest_limits(shown) if np.nanmin(values) > 0 else None  # a log axis where every value is > 0
+        limits = _forest_limits(shown) if np.nanmin(values) > 0 else None  # a log axis where every value is > 0
         _forest_axis(axes[0], shown, colors, 1.0, limits=limits)
         if limits is not None:
             axes[0].set_xscale("log")
@@ -606,7 +606,7 @@ def occupancy_bars(occupancy: pd.DataFrame, design: dict) -> Figure:
     Why (docs/method.md#occupancy): occupancy is a stock that the following turns pay for; a cheaper
     single answer can leave a fuller window. An empty frame means the batch had no multi-turn sessions,
     and the figure says so. Categories with no resident tokens in any arm are left out, bars and legend
-    alike. Whether a batch gets this figure at all is :func:`kit.publish.occupancy_is_the_question`'s call.
+    alike. Whether a batch gets this figure at all is :func:`kit.stages.plot.occupancy_is_the_question`'s call.
     """
     fig = Figure(figsize=(8, 5.2))
     ax = fig.add_subplot()
@@ -712,7 +712,7 @@ def occupancy_comparison(comparison: pd.DataFrame, design: dict) -> Figure:
 # ---------------------------------------------------------------- quality parity
 
 
-def arm_intervals(trials: pd.DataFrame, metrics: Iterable[str], arms: pd.DataFrame | None = None) -> pd.DataFrame:
+def _arm_intervals(trials: pd.DataFrame, metrics: Iterable[str], arms: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per arm and metric: mean and 95% interval as ``analysis/arms.csv`` holds them.
 
     Why one source: the figure, the report and arms.csv must quote the same interval. Given the analysis'
@@ -731,7 +731,7 @@ def arm_intervals(trials: pd.DataFrame, metrics: Iterable[str], arms: pd.DataFra
 def grade_summary(trials: pd.DataFrame, arms: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per-arm grade: graded n, ungraded n, mean and its 95% interval from arms.csv (ok trials only)."""
     ok = _ok_trials(trials)
-    intervals = arm_intervals(trials, ["grade"], arms).set_index("arm")
+    intervals = _arm_intervals(trials, ["grade"], arms).set_index("arm")
     rows = []
     for arm, group in ok.groupby(ok["arm"].astype(str), sort=True):
         grades = pd.to_numeric(group.get("grade", pd.Series(dtype=float)), errors="coerce")
@@ -753,7 +753,7 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict, arms: pd.DataFr
 
     Given trials: grade per arm (points + mean with 95% CI) next to mean total tokens per arm with the
     ratio vs ``design["baseline"]`` when named; the intervals are arms.csv's (``arms``, else computed the
-    same way: :func:`arm_intervals`), so the figure quotes what the report quotes. Given ratios: the grade
+    same way: :func:`_arm_intervals`), so the figure quotes what the report quotes. Given ratios: the grade
     difference next to the total-token ratio, the latter in the headline's direction (× fewer or × more).
     """
     data = ratios_or_trials
@@ -767,7 +767,7 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict, arms: pd.DataFr
     names = sorted(ok["arm"].astype(str).unique())
     colors = arm_colors(_figure_arms(design, data["arm"]))
     summary = grade_summary(data, arms).set_index("arm")
-    totals_ci = arm_intervals(data, ["total_tokens"], arms).set_index("arm")
+    totals_ci = _arm_intervals(data, ["total_tokens"], arms).set_index("arm")
     for i, arm in enumerate(names):
         rows = ok[ok["arm"].astype(str) == arm]
         grades = pd.to_numeric(rows.get("grade", pd.Series(dtype=float)), errors="coerce").astype(float).dropna()

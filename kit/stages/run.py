@@ -52,11 +52,30 @@ from kit.agents.cli_common import resolve_binary, version
 from kit.backends import BACKENDS
 from kit.design import Arm, ParamError, Slot
 from kit.errors import KitError
-from kit.layout import BatchDir, atomic_write, from_root, new_batch_id, sha256_tree, write_json, write_text
+from kit.layout import BatchDir, atomic_write, from_root, new_batch_id, sha256_tree, shown, write_json, write_text
 from kit.params import RUN, STOP_RULE, did_you_mean, validate
 from kit.provider.policy import Policy
 from kit.provider.service import trial_base_url
 from kit.redact import redact
+
+__all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
+    "EMBEDDED_KEY",
+    "IDENTITY",
+    "CopiedLog",
+    "ProviderSettings",
+    "RunConfig",
+    "RunIncomplete",
+    "arm_settings",
+    "check_resume",
+    "configure",
+    "planning",
+    "provider_settings",
+    "run_batch",
+    "runner",
+    "schedule_table",
+    "shown",
+    "work_root",
+]
 
 EMBEDDED_KEY = "kit-embedded-placeholder"  # not a secret: the embedded provider ignores it
 # Parameters that define a batch: a resumed batch must match them exactly.
@@ -175,8 +194,8 @@ def _check_stop(params: dict[str, Any]) -> None:
     cap = stop["max_runs_per_arm"]
     if cap < params["runs_per_arm"]:
         raise ParamError("stop", f"max_runs_per_arm {cap} is below runs_per_arm {params['runs_per_arm']}", STOP_RULE)
-    if cap < first_look(stop):
-        problem = f"max_runs_per_arm {cap} comes before the rule's first look at {first_look(stop)} runs per arm"
+    if cap < _first_look(stop):
+        problem = f"max_runs_per_arm {cap} comes before the rule's first look at {_first_look(stop)} runs per arm"
         raise ParamError("stop", problem, f"{STOP_RULE}, with min_runs_per_arm <= max_runs_per_arm")
     if params["order"] == "blocked":
         accepted = f"{STOP_RULE} with order alternate or random (None with blocked)"
@@ -187,7 +206,7 @@ def _check_stop(params: dict[str, Any]) -> None:
         raise ParamError("baseline", problem, arms)
 
 
-def first_look(stop: Mapping[str, Any]) -> int:
+def _first_look(stop: Mapping[str, Any]) -> int:
     """Runs per arm at the rule's first look, as ``kit.stats.should_continue`` counts them: before it every
     look would only say "add a block", so the batch runs that far at once, all arms in parallel."""
     from kit import stats
@@ -206,7 +225,7 @@ def planning(cfg: RunConfig) -> str:
         return line
     baseline = p["baseline"] or p["arms"][0]
     return (
-        f"{line} Stop rule {p['stop']}: the batch runs {max(p['runs_per_arm'], first_look(p['stop']))} runs per "
+        f"{line} Stop rule {p['stop']}: the batch runs {max(p['runs_per_arm'], _first_look(p['stop']))} runs per "
         f"arm, then adds one run per arm at a time until every comparison with {baseline!r} meets the rule, "
         f"up to {p['stop']['max_runs_per_arm']} runs per arm."
     )
@@ -393,7 +412,7 @@ def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
         manifest["resumed_at"] = [*manifest.get("resumed_at", []), _now()]
     else:
         salt = p.get("salt") or design.new_salt()
-        runs = p["runs_per_arm"] if p["stop"] is None else max(p["runs_per_arm"], first_look(p["stop"]))
+        runs = p["runs_per_arm"] if p["stop"] is None else max(p["runs_per_arm"], _first_look(p["stop"]))
         slots = design.schedule(p["arms"], runs, p["order"], salt, p["seed"], p["allow_blocked"])
         manifest = {
             "kit_manifest": 1,
@@ -540,10 +559,10 @@ class ProviderSettings:
 
 def provider_settings(cfg: RunConfig, salt: str) -> ProviderSettings:
     p = cfg.params
-    return ProviderSettings(p["profile"], cfg.pack.policy(), policy_seed(p["seed"], salt), p["survival"])
+    return ProviderSettings(p["profile"], cfg.pack.policy(), _policy_seed(p["seed"], salt), p["survival"])
 
 
-def policy_seed(seed: int, salt: str) -> int:
+def _policy_seed(seed: int, salt: str) -> int:
     """The scripted model's seed: the user's seed and the batch salt, so two batches with the same
     ``seed`` are independent replications (docs/method.md#replication asks for >= 3) yet each is reproducible."""
     return int.from_bytes(hashlib.sha256(f"{seed}|{salt}".encode()).digest()[:8], "big")
@@ -703,7 +722,7 @@ def _now() -> str:
 __all__ = ["RunConfig", "RunIncomplete", "check_resume", "configure", "run_batch"]
 
 
-def summary(batch_dir: Path) -> pd.DataFrame:
+def schedule_table(batch_dir: Path) -> pd.DataFrame:
     """One line per trial in schedule order: what the run notebook shows when it ends."""
     cols = ["order_index", "trial_id", "arm", "run", "status", "reason", "cycles", "total_tokens", "grade", "wall_s"]
     return _trial_table(batch_dir, cols).sort_values("order_index").reset_index(drop=True)

@@ -18,7 +18,20 @@ import pandas as pd
 from kit import cachemodel, metrics, occupancy, occupancy_block, pricing, stats
 from kit.design_table import arm_settings
 from kit.errors import InputError
-from kit.layout import DESIGN_JSON, BatchDir, write_json, write_table
+from kit.layout import DESIGN_JSON, BatchDir, batch_paths, write_json, write_table
+
+__all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
+    "PRICED",
+    "RATIO_METRICS",
+    "analyze_batches",
+    "batch_paths",
+    "design_of",
+    "load",
+    "matched_runs",
+    "observed",
+    "savings",
+    "shared_first_prefix",
+]
 
 RATIO_METRICS = ["total_tokens", "uncached_input_tokens", "structural_uncached", "cycles", "output_tokens"]
 PRICED = ["cost_usd", "credits"]
@@ -175,7 +188,7 @@ def analyze_batches(
     warmth = cachemodel.warmth_sweep(
         sweep, (others[0], baseline), levels=warmth_levels, profile=design["profile"] or "openai-implicit", seed=seed
     )
-    per_trial_occupancy = occupancy.occupancy(
+    per_trial_occupancy = occupancy.measure(
         data["requests"], data["tool_results"], events=data["events"], window_tokens=window_tokens
     )
     result = {
@@ -200,7 +213,9 @@ def analyze_batches(
         for r in invariance.to_dict("records")
         if r["n_batches"] >= 2
     ]
-    _write(result, Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis, baseline)
+    folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
+    _write(result, folder, baseline)
+    result["occupancy_block"] = occupancy_block.for_batch(folder)  # the tables' own numbers, as the report quotes
     return result
 
 
@@ -209,7 +224,7 @@ def _occupancy_tables(
 ) -> dict[str, pd.DataFrame]:
     """Occupancy per arm, per trial, and each arm's tool residual against the baseline's file access."""
     return {
-        "occupancy": occupancy.summary(per_trial),
+        "occupancy": occupancy.arm_means(per_trial),
         "occupancy_trials": per_trial,
         "occupancy_comparison": occupancy_block.comparisons(
             per_trial, baseline, confidence=confidence, n_resamples=n_resamples, seed=seed

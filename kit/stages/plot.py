@@ -14,8 +14,25 @@ import matplotlib
 import orjson
 import pandas as pd
 
-from kit import plots, report
-from kit.layout import BatchDir, read_csv_as_written
+from kit import charts, report
+from kit.layout import BatchDir, batch_path, read_csv_as_written, shown
+
+__all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
+    "CODE_MODE_FIGURES",
+    "FIGURES",
+    "OCCUPANCY_FIGURES",
+    "OCCUPANCY_TASKS",
+    "batch_figures",
+    "batch_path",
+    "code_mode_ran",
+    "figures_for",
+    "headline_for",
+    "occupancy_is_the_question",
+    "publish",
+    "report_path",
+    "show",
+    "shown",
+]
 
 matplotlib.use("Agg")
 
@@ -112,20 +129,20 @@ def publish(batch_dir: Path) -> dict[str, Any]:
     d = _read(bd)
     design = d["design"]
     draw = {
-        "warmth_vs_ratio": lambda: plots.warmth_vs_ratio(d["warmth"], d["observed"], design),
-        "ratio_forest": lambda: plots.ratio_forest(d["ratios"], design),
-        "arm_distributions": lambda: plots.arm_distributions(d["trials"], design),
-        "cycle_growth": lambda: plots.cycle_growth(d["requests"], design),
-        "occupancy_bars": lambda: plots.occupancy_bars(d["occupancy"], design),
-        "occupancy_comparison": lambda: plots.occupancy_comparison(d["occupancy_comparison"], design),
-        "quality_parity": lambda: plots.quality_parity(d["trials"], design, d["arms"]),
-        "code_mode_cells": lambda: plots.code_mode_cells(d["trials"], design),
+        "warmth_vs_ratio": lambda: charts.warmth_vs_ratio(d["warmth"], d["observed"], design),
+        "ratio_forest": lambda: charts.ratio_forest(d["ratios"], design),
+        "arm_distributions": lambda: charts.arm_distributions(d["trials"], design),
+        "cycle_growth": lambda: charts.cycle_growth(d["requests"], design),
+        "occupancy_bars": lambda: charts.occupancy_bars(d["occupancy"], design),
+        "occupancy_comparison": lambda: charts.occupancy_comparison(d["occupancy_comparison"], design),
+        "quality_parity": lambda: charts.quality_parity(d["trials"], design, d["arms"]),
+        "code_mode_cells": lambda: charts.code_mode_cells(d["trials"], design),
     }
     chosen = _chosen(d)
     saved = {}
     for name in FIGURES + CODE_MODE_FIGURES:
         if name in chosen:
-            saved[name] = plots.save(draw[name](), bd.figures, name)[0]
+            saved[name] = charts.save(draw[name](), bd.figures, name)[0]
             continue
         for suffix in (".png", ".svg"):
             (bd.figures / f"{name}{suffix}").unlink(missing_ok=True)
