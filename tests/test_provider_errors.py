@@ -11,7 +11,8 @@ import pytest
 
 from kit.provider import Reply, serve
 from kit.provider.log import read
-from kit.provider.server import MAX_BODY_BYTES, _check_host
+from kit.provider.server import MAX_BODY_BYTES
+from kit.provider.service import check_host
 
 OPENAI = ("/v1/responses", "/v1/chat/completions")
 KEY = "sk-PLANTED-secret-key-never-logged"
@@ -141,10 +142,10 @@ def test_non_loopback_bind_is_refused():
     with pytest.raises(ValueError, match="loopback"), serve(host="192.0.2.1"):
         pass
     for host in ("127.0.0.1", "::1", "127.0.0.2"):
-        _check_host(host, allow_non_loopback=False)
+        check_host(host, allow_non_loopback=False)
     with serve(host="localhost") as p:
         assert p.host in ("127.0.0.1", "::1")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _check_host("0.0.0.0", allow_non_loopback=True)
+        check_host("0.0.0.0", allow_non_loopback=True)
     assert "non-loopback" in str(caught[0].message)

@@ -23,7 +23,7 @@ from kit.design import Arm
 from kit.layout import BatchDir
 from kit.provider import Reply, ToolCall, serve
 from kit.provider.log import read as read_log
-from kit.provider.server import _check_host
+from kit.provider.service import check_host
 from kit.stages import analyze, parse, plot, run
 from tests.paths import ROOT
 
@@ -97,7 +97,7 @@ def test_the_command_line_binds_elsewhere_only_with_the_flag_and_warns():
 
 def test_check_host_warns_when_allowed():
     with pytest.warns(UserWarning, match="non-loopback"):
-        _check_host("192.0.2.1", allow_non_loopback=True)
+        check_host("192.0.2.1", allow_non_loopback=True)
 
 
 # ------------------------------------------------------------------ no key material in any output

@@ -33,8 +33,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,12 +51,11 @@ from kit.provider.server import (
     MAX_BODY_BYTES,
     SIMULATED_HEADER,
     _api_key,
-    _check_host,
     _error_response,
     _is_anthropic,
     _TrialPrefix,
 )
-from kit.provider.service import LoopbackService, launch
+from kit.provider.service import LoopbackService, bind, launch
 
 # Where a request goes when no upstream is named: its provider's public API (Messages and anything sent
 # with an ``anthropic-version`` header to Anthropic, the rest to OpenAI).
@@ -361,14 +359,14 @@ async def _disconnected(receive: Receive) -> None:
 
 
 class Proxy(LoopbackService):
-    """A running recording proxy (returned by ``_start_proxy``, yielded by ``proxy``)."""
+    """A running recording proxy (returned by ``proxy``)."""
 
     def __init__(self, app: ProxyApp, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
         super().__init__(app, sock, server, thread)
         self.upstream = app.upstream  # None: each API's public endpoint (PUBLIC_UPSTREAMS)
 
 
-def _start_proxy(
+def proxy(
     upstream: str | None = None,
     port: int = 0,
     host: str = "127.0.0.1",
@@ -376,21 +374,16 @@ def _start_proxy(
     allow_non_loopback: bool = False,
     read_timeout_s: float = READ_TIMEOUT_S,
 ) -> Proxy:
-    """Start the proxy in a background thread and return once it accepts connections.
+    """Start the proxy in a background thread and return once it accepts connections; ``with proxy(...) as p:``
+    stops it when the block ends.
 
     ``upstream`` is the endpoint's origin, with any path prefix but without ``/v1`` (clients add it, as they do
     for the embedded provider): ``http://127.0.0.1:8000``, ``https://api.openai.com``. ``None`` sends each
     request to its provider's public API. The proxy binds loopback only unless ``allow_non_loopback``;
     ``log_path=None`` logs to a fresh temporary file.
     """
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    assert isinstance(address[0], str)  # a TCP address: (ip, port) or (ip, port, flowinfo, scope_id)
-    _check_host(address[0], allow_non_loopback)
-    sock = socket.socket(family, kind, proto)
+    sock = bind(host, port, allow_non_loopback, "the recording proxy")
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(2048)
         if log_path is None:
             log_path = Path(tempfile.mkdtemp(prefix="kit-proxy-")) / "provider_log.jsonl"
         start = time.monotonic()
@@ -405,27 +398,10 @@ def _start_proxy(
     return Proxy(app, sock, server, thread)
 
 
-@contextmanager
-def proxy(
-    upstream: str | None = None,
-    port: int = 0,
-    host: str = "127.0.0.1",
-    log_path: str | Path | None = None,
-    allow_non_loopback: bool = False,
-    read_timeout_s: float = READ_TIMEOUT_S,
-) -> Iterator[Proxy]:
-    """``with proxy(upstream=..., log_path=...) as p:`` → ``p.base_url``, ``p.log_path``; see ``_start_proxy``."""
-    running = _start_proxy(upstream, port, host, log_path, allow_non_loopback, read_timeout_s)
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
 def proxy_forever(**kwargs: Any) -> None:
     """Run until interrupted (the CLI): the base URL first (scripts read that line), then where clients point,
     where requests go and the log path. No key is printed: clients send their own."""
-    running = _start_proxy(**kwargs)
+    running = proxy(**kwargs)
     where = running.upstream or ", ".join(f"{name}: {url}" for name, url in PUBLIC_UPSTREAMS.items())
     lines = [
         running.base_url,

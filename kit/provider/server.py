@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import ipaddress
 import logging
 import random
 import re
@@ -42,10 +41,8 @@ import socket
 import tempfile
 import threading
 import time
-import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +64,7 @@ from kit.provider.cache import BreakpointError, CacheEngine, CacheProfile, Cache
 from kit.provider.log import RequestLog, domain_of, record
 from kit.provider.policy import Conversation, EchoPolicy, Policy, Reply
 from kit.provider.prompt import ParsedRequest, PromptCounter, RequestError
-from kit.provider.service import LoopbackService, launch
+from kit.provider.service import LoopbackService, bind, launch
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 SIMULATED_HEADER = "x-kit-simulated"  # on every answer: a client (or the recording proxy) can tell it is the kit
@@ -459,19 +456,6 @@ class _TrialPrefix:
         await self.app(scope, receive, send)
 
 
-def _check_host(address: str, allow_non_loopback: bool) -> None:
-    """Refuse a non-loopback bind address (the resolved one: a name could point anywhere) unless allowed."""
-    host = address.split("%")[0]  # drop an IPv6 zone
-    if ipaddress.ip_address(host).is_loopback:
-        return
-    if not allow_non_loopback:
-        raise InputError(
-            f"refusing to bind {host!r}: the simulated provider serves loopback only "
-            "(override: allow_non_loopback=True, or --allow-non-loopback on the command line)"
-        )
-    warnings.warn(f"the simulated provider is listening on non-loopback {host!r}", stacklevel=3)
-
-
 class _WallClock:
     """Seconds since the server started: the engine's default simulated clock."""
 
@@ -558,14 +542,8 @@ def start(
     """
     if isinstance(profile, str):
         profile = load_profile(profile)
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    assert isinstance(address[0], str)  # a TCP address: (ip, port) or (ip, port, flowinfo, scope_id)
-    _check_host(address[0], allow_non_loopback)
-    sock = socket.socket(family, kind, proto)
+    sock = bind(host, port, allow_non_loopback, "the simulated provider")
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(2048)
         if log_path is None:
             log_path = Path(tempfile.mkdtemp(prefix="kit-provider-")) / "provider_log.jsonl"
         app = ProviderApp(
@@ -586,40 +564,7 @@ def start(
     return Provider(app, sock, server, thread)
 
 
-@contextmanager
-def serve(
-    profile: str | CacheProfile | None = None,
-    policy: Policy | None = None,
-    seed: int = 0,
-    port: int = 0,
-    host: str = "127.0.0.1",
-    log_path: str | Path | None = None,
-    survival: float = 1.0,
-    capacity_tokens: int = 20_000_000,
-    clock: Callable[[], float] | None = None,
-    allow_non_loopback: bool = False,
-    max_body_bytes: int = MAX_BODY_BYTES,
-    body_timeout_s: float = BODY_TIMEOUT_S,
-) -> Iterator[Provider]:
-    """``with serve(profile=..., policy=..., seed=...) as p:`` → ``p.base_url``, ``p.log_path``; see ``start``."""
-    provider = start(
-        profile,
-        policy,
-        seed,
-        port,
-        host,
-        log_path,
-        survival,
-        capacity_tokens,
-        clock,
-        allow_non_loopback,
-        max_body_bytes,
-        body_timeout_s,
-    )
-    try:
-        yield provider
-    finally:
-        provider.stop()
+serve = start  # ``with serve(profile=..., policy=..., seed=...) as p:``: a Provider stops when its block ends
 
 
 def serve_forever(**kwargs: Any) -> None:

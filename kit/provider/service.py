@@ -7,14 +7,18 @@ trial, a request log, and a stop that is safe to call twice.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 import time
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 import uvicorn
+
+from kit.errors import InputError
 
 
 def trial_base_url(base_url: str, trial_id: str) -> str:
@@ -23,8 +27,40 @@ def trial_base_url(base_url: str, trial_id: str) -> str:
     return f"{base_url}/t/{quote(trial_id, safe='')}"
 
 
+def bind(host: str, port: int, allow_non_loopback: bool, name: str) -> socket.socket:
+    """A listening socket on ``host:port`` (``port=0``: a free one), refused unless the resolved address is
+    loopback or ``allow_non_loopback`` (a name could point anywhere; ``name`` says which service refuses)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    assert isinstance(address[0], str)  # a TCP address: (ip, port) or (ip, port, flowinfo, scope_id)
+    check_host(address[0], allow_non_loopback, name)
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def check_host(address: str, allow_non_loopback: bool, name: str = "the simulated provider") -> None:
+    """Refuse a non-loopback bind address unless allowed; warn when allowed."""
+    host = address.split("%")[0]  # drop an IPv6 zone
+    if ipaddress.ip_address(host).is_loopback:
+        return
+    if not allow_non_loopback:
+        raise InputError(
+            f"refusing to bind {host!r}: {name} serves loopback only "
+            "(override: allow_non_loopback=True, or --allow-non-loopback on the command line)"
+        )
+    warnings.warn(f"{name} is listening on non-loopback {host!r}", stacklevel=3)
+
+
 class LoopbackService:
-    """A running service; ``app`` is its ASGI application object, which holds the request log (``app.log``)."""
+    """A running service; ``app`` is its ASGI application object, which holds the request log (``app.log``).
+
+    A context manager: ``with start(...) as p:`` stops it when the block ends."""
 
     def __init__(self, app: Any, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
         self._app, self._sock, self._server, self._thread = app, sock, server, thread
@@ -35,6 +71,12 @@ class LoopbackService:
 
     def trial_base_url(self, trial_id: str) -> str:
         return trial_base_url(self.base_url, trial_id)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     @property
     def running(self) -> bool:
