@@ -63,7 +63,7 @@ def test_cold_cached_and_memo_reads_agree(tmp_path: Path) -> None:
     same(transcripts.tables(folder, cache=store), want)  # writes the cache
     same(transcripts.tables(folder, cache=store), want)  # in memory, nothing changed
     cache._STORES.clear()
-    same(transcripts.tables(folder, cache=store), want)  # from Parquet, as a new process would
+    same(transcripts.tables(folder, cache=store), want)  # from its files, as a new process would
     pd.testing.assert_frame_equal(transcripts.read(folder, cache=store), transcripts.read(folder))
 
 
@@ -303,3 +303,22 @@ def test_unchanged_call_returns_equal_tables_and_later_calls_leave_earlier_frame
     third[0].loc[:, "source_path"] = "x"
     same(first, kept)
     same(transcripts.tables(folder, cache=store), cold(folder))
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_cycle_collector_is_left_as_it_was(tmp_path: Path, enabled: bool) -> None:
+    """A read pauses the collector (``gc_paused``) and leaves it on or off as the caller had it, also on error."""
+    import gc
+
+    folder = history(tmp_path)
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        transcripts.read(folder, cache=tmp_path / "cache")
+        transcripts.tables(folder)
+        assert gc.isenabled() is enabled
+        with pytest.raises(transcripts.TranscriptError):
+            transcripts.read(folder / "missing.jsonl", strict=True)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()

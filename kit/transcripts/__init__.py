@@ -29,7 +29,7 @@ import pandas as pd
 from kit import schema
 from kit.errors import InputError
 from kit.transcripts import claude_session, claude_stream, codex_exec, codex_rollout, provider_log, sdk_record
-from kit.transcripts._base import Issues, Parsed, Shared, TranscriptError
+from kit.transcripts._base import Issues, Parsed, Shared, TranscriptError, gc_paused
 from kit.transcripts._detect import detect
 
 READERS = {
@@ -73,15 +73,17 @@ def tables(
 def _tables(
     paths: Paths, format: str, strict: bool, tools: bool, cache: str | Path | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Through ``kit.transcripts.cache`` with a cache folder or when many bytes are worth several processes."""
+    """Through ``kit.transcripts.cache`` with a cache folder or when many bytes are worth several processes;
+    with the cycle collector paused (``gc_paused``)."""
     from kit.transcripts import cache as parse_cache
 
     _check_format(format)
-    files = _files(paths)
-    if cache is None and parse_cache.workers(sum(_size(p) for p in files)) == 1:
-        parsed = _parse(files, format, strict, tools)
-        return _requests(parsed), _tool_results(parsed)
-    return parse_cache.tables(files, format, strict, tools, cache)
+    with gc_paused():
+        files = _files(paths)
+        if cache is None and parse_cache.workers(sum(_size(p) for p in files)) == 1:
+            parsed = _parse(files, format, strict, tools)
+            return _requests(parsed), _tool_results(parsed)
+        return parse_cache.tables(files, format, strict, tools, cache)
 
 
 def _size(path: Path) -> int:

@@ -8,6 +8,8 @@ report into an exception instead, for pipelines that must not go on with a parti
 from __future__ import annotations
 
 import codecs
+import contextlib
+import gc
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +65,24 @@ class Shared(list):
 
     def __deepcopy__(self, memo: dict) -> Shared:
         return self
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cycle collector off for a read (back as it was after), in this process and the workers it forks.
+
+    A read allocates a great many objects (decoded lines, row dicts) that refcounting frees, and each
+    allocation burst triggers collections that walk every tracked object of the process, the parse
+    cache's kept pieces included: about 8 ms of a 50 ms warm re-read of 1,000 rollouts, and more of a
+    cold one. The few cycles a read makes are collected once the collector is back on.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A history of many GB is read again every time a notebook cell or ``python -m kit history`` runs,
 though almost all of it is unchanged. So each file's rows are kept, as the reader produced them and
-before the deduplication across files, under a cache folder (Parquet segments and an index), keyed
+before the deduplication across files, under a cache folder (pickled segments and an index), keyed
 by the file's path, size, modification and change times, inode and a content check (a CRC of its
 first and last ``BLOCK`` bytes). A re-run reads only the files whose key changed: new files, rewritten
 files, read whole, and grown files. The readers keep state across a file's lines (a response's later
@@ -18,7 +18,7 @@ cache also stores whatever columns the readers produce; it is dropped whole when
 changes (``VERSION``).
 
 Within one process the cache stays in memory: a notebook that runs its cell again gets a copy of
-the previous tables when no file changed, and the unchanged files' rows without reading Parquet
+the previous tables when no file changed, and the unchanged files' rows without reading its files
 when some did. Files to read are split over processes when there is more than one core and enough
 bytes to pay for them. Nothing is ever written next to the transcripts (raw artifacts are never
 modified, docs/design.md).
@@ -58,16 +58,17 @@ RESUMABLE = {claude_session.FORMAT: claude_session, codex_rollout.FORMAT: codex_
 CRC_BLOCK = 1 << 20  # a grown file's head is checked this much at a time (``_resumable``)
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting processes costs more than it saves
 CHUNKS_PER_WORKER = 4  # work items per process, so that one big file does not leave the other idle
-MAX_SEGMENTS = 16  # more Parquet segments than this are merged into one
+MAX_SEGMENTS = 16  # more segments than this are merged into one
 MAX_RUNS = 64  # a gather of more runs of consecutive rows than this copies its strings (``_runs``)
 INDEX = "index.pkl"
 Key = tuple[int, int, int, int, int]
 
 
 def _version() -> str:
-    """A hash of the reader code and the canonical schema: a cache written by other readers is not used."""
+    """A hash of the reader code, the canonical schema and the pandas and pyarrow versions: a cache written
+    by other readers is not used, nor frames pickled by other libraries (segments are pickled: ``_write``)."""
     here = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(f"pandas {pd.__version__} pyarrow {pa.__version__}".encode())
     for path in sorted([*here.glob("*.py"), here.parent / "schema.py"]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
@@ -243,19 +244,23 @@ def _read_pieces(folder: Path, name: str) -> dict[str, Piece]:
 
 
 def _read_segment(folder: Path, name: str) -> Segment:
-    return Segment(
-        pd.read_parquet(folder / f"{name}.requests.parquet"),
-        pd.read_parquet(folder / f"{name}.tools.parquet"),
-    )
+    with open(folder / f"{name}.rows.pkl", "rb") as handle:
+        requests, tools = pickle.load(handle)
+    return Segment(requests, tools)
 
 
 def _write(folder: Path, segments: dict[str, Segment], pieces: dict[str, Piece]) -> None:
+    """The new segments' rows and pieces, then the index, then the old segments' files removed.
+
+    Rows are pickled, not written as Parquet: this runs in a thread beside the caller, and Parquet's
+    conversion from pandas holds the interpreter lock about ten times as long (8 ms against under 1 ms
+    for a warm re-read's few files), time taken from whatever the caller does next.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     for name, seg in segments.items():
         if (folder / f"{name}.pieces.pkl").exists():
             continue
-        for part, frame in (("requests", seg.requests), ("tools", seg.tools)):
-            _atomic(folder / f"{name}.{part}.parquet", functools.partial(frame.to_parquet, index=False))
+        _atomic(folder / f"{name}.rows.pkl", functools.partial(_pickle, value=(seg.requests, seg.tools)))
         own = {path: piece for path, piece in pieces.items() if piece.segment == name}
         _atomic(folder / f"{name}.pieces.pkl", functools.partial(_pickle, value=own))
     index = {"version": VERSION, "live": {path: piece.segment for path, piece in pieces.items()}}
