@@ -419,6 +419,11 @@ class CacheEngine:
                 break
             self._drop(key, entry)
 
+    def _read(self, cum: list[int], keys: list[bytes], best: int) -> int:
+        """Tokens read from the longest live prefix ``best`` (-1: none), if its entry survives the warmth draw."""
+        read = cum[best] if best >= 0 else 0
+        return read if read > 0 and self._survives(keys[best]) else 0
+
     def _survives(self, key: bytes) -> bool:
         """The warmth draw for an entry about to serve a hit (deterministic in seed, entry, check count)."""
         entry = self._store[key]
@@ -502,9 +507,7 @@ class CacheEngine:
             if self._alive(keys[j], now) is not None:
                 best = j
                 break
-        read = cum[best] if best >= 0 else 0
-        if read > 0 and not self._survives(keys[best]):
-            read = 0
+        read = self._read(cum, keys, best)
         write = max(0, cum[writes[-1]] - read) if writes else 0
         positions = sorted({*writes, best} - {-1})
         ttls = [profile.ttl if p in writes else 0.0 for p in positions]
@@ -539,9 +542,7 @@ class CacheEngine:
                 if self._alive(keys[j], now) is not None:
                     best = j
                     break
-        read = cum[best] if best >= 0 else 0
-        if read > 0 and not self._survives(keys[best]):
-            read = 0
+        read = self._read(cum, keys, best)
         writes = [(i, ttl) for i, ttl in zip(marks, mark_ttls, strict=True) if cum[i] >= minimum]
         write = max(0, cum[writes[-1][0]] - read) if writes else 0
         long_marks = [i for i, _ in writes if segments[i].breakpoint == "1h"]

@@ -68,13 +68,19 @@ def _proxy_main(args: Sequence[str]) -> int:
     options = p.parse_args(args)
     from kit.provider.proxy_server import proxy_forever
 
+    return _until_interrupted(p, proxy_forever, options, upstream=options.upstream)
+
+
+def _until_interrupted(p: argparse.ArgumentParser, forever: Any, options: argparse.Namespace, **settings: Any) -> int:
+    """Run a service (``serve_forever``, ``proxy_forever``) on the address options both commands take, until
+    interrupted; a refusal (a ``KitError``, e.g. a non-loopback host) is the parser's one-line error."""
     try:
-        proxy_forever(
-            upstream=options.upstream,
+        forever(
             port=options.port,
             host=options.host,
             log_path=options.log,
             allow_non_loopback=options.allow_non_loopback,
+            **settings,
         )
     except KitError as exc:
         p.error(str(exc))
@@ -111,14 +117,4 @@ def main(argv: Sequence[str] | None = None, batch_settings: BatchSettings | None
             settings = batch_settings(options.file, options.yaml, [tuple(pair) for pair in options.pairs])
         except KitError as exc:
             p.error(str(exc))
-    try:
-        serve_forever(
-            port=options.port,
-            host=options.host,
-            log_path=options.log,
-            allow_non_loopback=options.allow_non_loopback,
-            **settings,
-        )
-    except KitError as exc:
-        p.error(str(exc))
-    return 0
+    return _until_interrupted(p, serve_forever, options, **settings)

@@ -33,10 +33,8 @@ Every backend offers the explore arm's tool: the SDK agents themselves, both CLI
 MCP server (``mcp__kit__explore``, the same implementation); with no ``*explore`` tool offered (an
 arm whose ``tools`` were cleared) the policy reads files.
 
-Grading: ``grade`` scores the final answer (turn 3), which is what the run stage passes;
-``grade_turns`` scores every turn's answer (mean over the three questions) when the caller has them.
-With ``repo`` (a user's repository) or ``questions`` (a custom ``||`` chain) there is no ground truth
-and both say so (score None).
+Grading: the final answer (turn 3) is what the run stage grades; the whole chain of three answers and
+when there is no ground truth are :class:`kit.tasks.repo_pack.QuestionChain`'s rules.
 """
 
 from __future__ import annotations

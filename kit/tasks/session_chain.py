@@ -29,10 +29,8 @@ it equals the total ratio; at the embedded provider's warmth (cache hit rate bui
 35%, preset large) builtin / with_session uncached is ~0.54x, inverted, because builtin's long
 transcript is mostly cache reads. Report total and uncached separately, never as one range.
 
-Grading: ``grade`` scores the final answer (T5, the test plan), which is what the run stage passes;
-``grade_turns`` scores every turn's answer (mean over the five questions) when the caller has them.
-With ``repo`` (a user's repository) or ``questions`` (a custom ``||`` chain) there is no ground truth
-and both say so (score None).
+Grading: the final answer (T5, the test plan) is what the run stage grades; the whole chain of five answers and
+when there is no ground truth are :class:`kit.tasks.repo_pack.QuestionChain`'s rules.
 """
 
 from __future__ import annotations

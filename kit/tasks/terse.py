@@ -176,14 +176,19 @@ def _render(style: str, facts: list[str], pad: list[str], q: Question, opener: s
 
 
 @dataclass
-class TersePolicy:
-    """The scripted model for this pack (see the module docstring for its true effect)."""
+class TerseEffect:
+    """The pack's true effect (``task_options``), shared by the pack and its scripted model."""
 
     terse_ratio: float = 0.7
     skill_ratio: float = 0.6
     noise: float = 0.15
     drop_fact_p: float = 0.2
     name: str = "terse"
+
+
+@dataclass
+class TersePolicy(TerseEffect):
+    """The scripted model for this pack (see the module docstring for its true effect)."""
 
     def style(self, conv: Conversation) -> str:
         """Which arm's instruction the model was given, read from its context."""
@@ -229,14 +234,8 @@ class TersePolicy:
 
 
 @dataclass
-class TersePack:
+class TersePack(TerseEffect):
     """The pack object the run stage uses (see the module docstring)."""
-
-    terse_ratio: float = 0.7
-    skill_ratio: float = 0.6
-    noise: float = 0.15
-    drop_fact_p: float = 0.2
-    name: str = "terse"
 
     def __post_init__(self) -> None:
         for knob in ("terse_ratio", "skill_ratio", "noise", "drop_fact_p"):
