@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import csv
 import hashlib
+import importlib
+import inspect
 import re
 from pathlib import Path
 
@@ -180,3 +182,13 @@ def test_notebooks_import_only_the_stages_and_params(notebook: Path):
     assert imported, f"{notebook.name} imports nothing from kit"
     wrong = sorted(m for m in imported if m != "kit.params" and not m.startswith("kit.stages."))
     assert not wrong, f"{notebook.name} imports {wrong}; only kit.params and kit.stages.<stage>"
+
+
+@pytest.mark.parametrize("stage", ["run", "parse", "analyze", "plot", "explore", "history"])
+def test_each_stage_lists_its_surface(stage: str):
+    """A stage's ``__all__`` names what exists, once, and holds every public function the module defines."""
+    module = importlib.import_module(f"kit.stages.{stage}")
+    listed = module.__all__
+    assert len(listed) == len(set(listed)) and all(hasattr(module, name) for name in listed)
+    defined = {n for n, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__}
+    assert {n for n in defined if not n.startswith("_")} <= set(listed)
