@@ -353,7 +353,7 @@ def score(
         hits, widths, misses_low, no_interval = 0, [], 0, 0
         for i, (_, batch) in enumerate(groups):
             row = stats.ratio(batch, "total_tokens", ARM, BASELINE, n_resamples=n_resamples, seed=i, **SCORED[method])
-            lo, hi = row["lower"], row["upper"]
+            lo, hi = row.lower, row.upper
             if not (np.isfinite(lo) and np.isfinite(hi)):
                 no_interval += 1
                 continue

@@ -11,7 +11,8 @@ The public surface (docs/design.md, "Public surface", has each call's signature)
 - ``kit.transcripts``: ``read``, ``tool_results``, ``tables`` — any Claude Code or Codex transcript into
   canonical rows, with an optional incremental parse cache.
 - ``kit.stats``: ``ratio``, ``ratios``, ``mean_interval``, ``plan``, ``warmth_invariance`` — the intervals
-  and tests the reports quote; ``kit.occupancy.measure`` for residual context occupancy.
+  and tests the reports quote, as frozen records (``Comparison``, ``Interval``, ``Savings``,
+  ``WarmthInvariance``); ``kit.occupancy.measure`` for residual context occupancy.
 - ``kit.tokens.encoding``: tiktoken encodings that work offline; ``kit.tasks``: the task packs.
 
 Everything else is the kit's own plumbing and may change without notice.

@@ -3,9 +3,10 @@
 Why in code: a hand-written column list drifts the moment a stage gains a column. Here the column
 lists come from the modules that write the tables wherever such a list exists (``kit.schema``,
 ``kit.metrics``, ``kit.stages.parse``, ``kit.occupancy``, ``kit.stages.analyze``), and each column needs a one-line
-meaning and a unit below, or building the dictionary fails. ``tests/test_docs.py`` checks that
-``docs/tables.md`` is exactly :func:`render`'s output and that every column of the committed example
-batches is described. Regenerate with ``python -m kit.columns > docs/tables.md``.
+meaning and a unit below, or building the dictionary fails. Columns that are fields of a ``kit.stats`` record
+(``Comparison``, ``Savings``, ``WarmthInvariance``) take both from the field's description, written once there.
+``tests/test_docs.py`` checks that ``docs/tables.md`` is exactly :func:`render`'s output and that every column of
+the committed example batches is described. Regenerate with ``python -m kit.columns > docs/tables.md``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kit import metrics, occupancy, occupancy_block, schema
+from kit import metrics, occupancy, occupancy_block, schema, stats
 from kit.stages import analyze, history, parse
 from kit.transcripts._tools import CATEGORIES
 
@@ -38,10 +39,14 @@ class Table:
     columns: tuple[Column, ...]
 
 
+# The columns that are fields of kit.stats's records, described on the fields.
+_COMPARISON = stats.Comparison.docs()
+_SAVINGS = stats.Savings.docs()
+_WARMTH = stats.WarmthInvariance.docs()
+
 # Meanings shared by every table that has the column; a table overrides where its column differs.
 _COMMON: dict[str, tuple[str, str]] = {
     "batch": ("batch id: the batch folder's name under `outputs/`", "id"),
-    "arm": ("arm (configuration under test)", "id"),
     "run": ("run index within the batch; the same index pairs the arms' trials", "index from 0"),
     "trial_id": ("trial id, `r<run>-<arm>`", "id"),
     "turn": ("user prompt the response answers, within its trial", "index from 1"),
@@ -109,14 +114,11 @@ _COMMON: dict[str, tuple[str, str]] = {
     ),
     "cost_usd": ("price at the dated API rate card for the model (`kit/data/rates/`); empty when unpriced", "USD"),
     "credits": ("price at the Codex credit rate card; empty when the model has no card row", "credits"),
-    "confidence": ("level of the interval (docs/method.md#intervals)", "fraction 0–1"),
-    "method": ("how the interval was computed", "text"),
-    "lower": ("lower bound of the bootstrap interval", "as the estimate"),
-    "upper": ("upper bound of the bootstrap interval", "as the estimate"),
-    "note": ("what a reader must know about the row (left-out data, degenerate intervals)", "text"),
-    "baseline": ("the arm compared against", "id"),
-    "metric": ("the trials-table column compared", "column name"),
-    "label": ("`cross-run stitch` when the arms never shared a batch (docs/method.md#stitch), else empty", "text"),
+    # written once, on kit.stats.Comparison's fields of the same name
+    **{
+        k: _COMPARISON[k]
+        for k in ("arm", "baseline", "metric", "confidence", "method", "lower", "upper", "note", "label")
+    },
     "category": ("tool family", "text"),
     "chars": ("characters of the tool results", "characters"),
     "tokens": ("tokens still resident at the end of the session", "tokens"),
@@ -166,11 +168,6 @@ _TRIAL_SUMS = (
         for end in ("first", "last")
     }
 )
-_RATIO = ("mean of the arm / mean of the baseline (a difference of means for `grade`)", "ratio")
-_SAVINGS_STATS = {
-    s: (f"{s} of the per-prompt savings `1 − arm/control`", "fraction")
-    for s in ("median", "mean", "min", "max", "stdev")
-}
 
 TABLES: tuple[Table, ...] = (
     _table(
@@ -251,57 +248,8 @@ TABLES: tuple[Table, ...] = (
         "analyze (`kit.stats.ratios`)",
         "Every arm against the baseline on every metric; total and uncached tokens always get their own rows.",
         "stitch",
-        [
-            "comparison",
-            "arm",
-            "baseline",
-            "metric",
-            "estimate",
-            "lower",
-            "upper",
-            "confidence",
-            "n_arm",
-            "n_baseline",
-            "paired",
-            "batches",
-            "method",
-            "label",
-            "small_n",
-            "resample_min",
-            "resample_max",
-            "bound_beyond_data",
-            "interval_rests_on",
-            "hit_rate_arm",
-            "hit_rate_baseline",
-            "simulated",
-            "note",
-        ],
-        {
-            "comparison": ("`<arm> vs <baseline>`", "text"),
-            "estimate": _RATIO,
-            "n_arm": ("finished trials of the arm with a value", "count"),
-            "n_baseline": ("finished trials of the baseline with a value", "count"),
-            "paired": (
-                "trials were paired by (batch, run): only when the design matched runs (a prompt bank)",
-                "boolean",
-            ),
-            "batches": ("batches the comparison used", "count"),
-            "small_n": ("fewer than 5 trials in an arm: no interval (docs/method.md#intervals)", "boolean"),
-            "resample_min": ("smallest estimate any resample of one batch's runs can produce", "ratio (difference)"),
-            "resample_max": ("largest estimate any resample of one batch's runs can produce", "ratio (difference)"),
-            "bound_beyond_data": (
-                "the interval reached beyond resample_min–max (capped there unless runs were paired)",
-                "boolean",
-            ),
-            "interval_rests_on": (
-                "the arm holding >= 90% of a one-batch ratio's variance below 20 runs per arm: the interval is that "
-                "arm's mean interval, blind to long runs it did not draw (docs/method.md#intervals); empty otherwise",
-                "text",
-            ),
-            "hit_rate_arm": ("observed cache hit rate of the arm's trials", "fraction 0–1"),
-            "hit_rate_baseline": ("observed cache hit rate of the baseline's trials", "fraction 0–1"),
-            "simulated": ("any compared trial ran on the embedded provider", "boolean"),
-        },
+        list(_COMPARISON),
+        _COMPARISON,
     ),
     _table(
         "analysis/arms.csv",
@@ -481,73 +429,18 @@ TABLES: tuple[Table, ...] = (
         "analyze (`kit.stats.warmth_invariance`)",
         "Whether each uncached ratio moves with the batches' hit rates, and whether a cache claim holds.",
         "replication",
-        [
-            "arm",
-            "baseline",
-            "n_batches",
-            "slope",
-            "slope_lower",
-            "slope_upper",
-            "dependence",
-            "has_control",
-            "control_hit_rate",
-            "isolated_hit_rate",
-            "claim_ok",
-            "reason",
-            "verdict",
-        ],
-        {
-            "n_batches": ("batches holding both arms", "count"),
-            "slope": ("change of the log ratio per unit hit rate across batches (random-effects fit)", "log ratio"),
-            "slope_lower": ("lower bound of the slope's interval", "log ratio"),
-            "slope_upper": ("upper bound of the slope's interval", "log ratio"),
-            "dependence": (
-                "`dependent` (interval excludes 0), `invariant` (within ±log 1.1), `undetermined`, `not judged`",
-                "text",
-            ),
-            "has_control": ("a non-isolated control ran in those batches", "boolean"),
-            "control_hit_rate": ("hit rate of the control trials", "fraction 0–1"),
-            "isolated_hit_rate": ("hit rate of the isolated trials of both arms", "fraction 0–1"),
-            "claim_ok": ("≥ 3 batches and a control: a cache-dependent claim may be made", "boolean"),
-            "reason": ("why a claim may not be made", "text"),
-            "verdict": ("the sentence the report prints", "text"),
-        },
+        [c for c in _WARMTH if c not in ("metric", "per_batch")],
+        _WARMTH,
     ),
     _table(
         "analysis/savings.csv",
         "analyze (`kit.stages.analyze.savings`, `kit.stats.per_prompt_savings`)",
         "Per-prompt savings of each arm over the baseline, summarised across prompts.",
         "savings",
-        [
-            "arm",
-            "baseline",
-            "metric",
-            "control",
-            "n",
-            "median",
-            "mean",
-            "min",
-            "max",
-            "stdev",
-            "lower",
-            "upper",
-            "confidence",
-            "method",
-            "per_prompt",
-            "note",
-        ],
-        {
-            "metric": ("`output_tokens` or `total_tokens`", "column name"),
-            "control": ("the arm savings are measured against", "id"),
-            "n": ("prompts with both arms and a non-zero control", "count"),
-            **_SAVINGS_STATS,
-            "lower": ("lower bound of the interval on the mean saving", "fraction"),
-            "upper": ("upper bound of the interval on the mean saving", "fraction"),
-            "per_prompt": ("saving per prompt (run index)", "mapping"),
-        },
+        ["arm", "baseline", "metric", *(c for c in _SAVINGS if c != "arm")],
+        {**_SAVINGS, "metric": ("`output_tokens` or `total_tokens`", "column name")},
     ),
 )
-
 
 # ``python -m kit history`` (kit/stages/history.py): paths relative to a history folder, not a batch folder.
 _VIEW_SUMS = history.VIEW_COLUMNS

@@ -160,13 +160,13 @@ def arm_summary(
                     "n": len(values),
                     "failed": failed,
                     "missing": len(ok) - len(have),
-                    "mean": ci["mean"],
-                    "lower": ci["lower"],
-                    "upper": ci["upper"],
+                    "mean": ci.mean,
+                    "lower": ci.lower,
+                    "upper": ci.upper,
                     "median": float(pd.Series(values).median()) if len(values) else float("nan"),
                     "confidence": confidence,
-                    "method": ci["method"],
-                    "note": ci["note"],
+                    "method": ci.method,
+                    "note": ci.note,
                 }
             )
     return pd.DataFrame(rows)

@@ -177,7 +177,7 @@ def comparison(
     r = stats.ratio(
         values, "residual", with_arm, without_arm, confidence=confidence, n_resamples=n_resamples, seed=seed
     )
-    return {**row, "ratio": r["estimate"], "ci_low": r["lower"], "ci_high": r["upper"], "note": r.get("note") or ""}
+    return {**row, "ratio": r.estimate, "ci_low": r.lower, "ci_high": r.upper, "note": r.note}
 
 
 def comparisons(

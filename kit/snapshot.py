@@ -153,12 +153,12 @@ def snapshot_table(
         rows.append(
             {
                 "skill": skill,
-                "n": s["n"],
-                **{k: s[k] for k in ("median", "mean", "min", "max", "stdev", "lower", "upper", "confidence")},
-                "method": f"{s['method']} over prompts" if s["method"] else "",
+                "n": s.n,
+                **{k: getattr(s, k) for k in ("median", "mean", "min", "max", "stdev", "lower", "upper", "confidence")},
+                "method": f"{s.method} over prompts" if s.method else "",
                 "tokens_skill": int(counts[skill].sum()),
                 "tokens_control": int(counts[control].sum()),
-                "note": s["note"],
+                "note": s.note,
             }
         )
     table = pd.DataFrame(rows, columns=_TABLE_COLUMNS)

@@ -35,8 +35,9 @@ import statistics
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeGuard, get_args
+from typing import Annotated, Literal, TypeGuard, get_args
 
+import msgspec
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
@@ -84,6 +85,153 @@ Bounds = tuple[np.ndarray, np.ndarray, np.ndarray]  # estimate, lower, upper on 
 
 class StitchError(KitError, ValueError):
     """Two arms were compared across batches that never ran them together (docs/method.md#stitch)."""
+
+
+# ---------------------------------------------------------------- records: what the public functions return
+
+
+def _doc(meaning: str, unit: str) -> msgspec.Meta:
+    """A field's column doc (``Annotated[type, _doc(...)]``): ``kit.columns`` builds docs/tables.md from it, so a
+    column's meaning is written once, on the record whose field it is."""
+    return msgspec.Meta(description=meaning, extra={"unit": unit})
+
+
+# Meanings shared by several records' fields (and, through kit.columns, by other tables' columns of the same name).
+_ARM = _doc("arm (configuration under test)", "id")
+_BASELINE = _doc("the arm compared against", "id")
+_METRIC = _doc("the trials-table column compared", "column name")
+_LOWER = _doc("lower bound of the bootstrap interval", "as the estimate")
+_UPPER = _doc("upper bound of the bootstrap interval", "as the estimate")
+_CONFIDENCE = _doc("level of the interval (docs/method.md#intervals)", "fraction 0–1")
+_METHOD = _doc("how the interval was computed", "text")
+_NOTE = _doc("what a reader must know about the row (left-out data, degenerate intervals)", "text")
+
+
+def _saving(stat: str) -> msgspec.Meta:
+    return _doc(f"{stat} of the per-prompt savings `1 − arm/control`", "fraction")
+
+
+class _Record(msgspec.Struct, frozen=True, kw_only=True):
+    """A result of this module: frozen, every field described; ``msgspec.structs.asdict`` makes it a table row
+    (field name to value, in field order, shallow)."""
+
+    @classmethod
+    def docs(cls) -> dict[str, tuple[str, str]]:
+        """(meaning, unit) of each described field, in field order: the column dictionary's text for them."""
+        out = {}
+        for f in msgspec.structs.fields(cls):
+            meta = [m for m in getattr(f.type, "__metadata__", ()) if isinstance(m, msgspec.Meta)]
+            if meta and meta[0].description and meta[0].extra:
+                out[f.name] = (meta[0].description, str(meta[0].extra["unit"]))
+        return out
+
+
+class Comparison(_Record, frozen=True, kw_only=True):
+    """Arm against baseline on one metric (:func:`ratio`): one ``analysis/ratios.csv`` row."""
+
+    comparison: Annotated[str, _doc("`<arm> vs <baseline>`", "text")]
+    arm: Annotated[str, _ARM]
+    baseline: Annotated[str, _BASELINE]
+    metric: Annotated[str, _METRIC]
+    estimate: Annotated[
+        float, _doc("mean of the arm / mean of the baseline (a difference of means for `grade`)", "ratio")
+    ]
+    lower: Annotated[float, _LOWER]
+    upper: Annotated[float, _UPPER]
+    confidence: Annotated[float, _CONFIDENCE]
+    n_arm: Annotated[int, _doc("finished trials of the arm with a value", "count")]
+    n_baseline: Annotated[int, _doc("finished trials of the baseline with a value", "count")]
+    paired: Annotated[
+        bool, _doc("trials were paired by (batch, run): only when the design matched runs (a prompt bank)", "boolean")
+    ]
+    batches: Annotated[int, _doc("batches the comparison used", "count")]
+    method: Annotated[str, _METHOD]
+    label: Annotated[
+        str, _doc("`cross-run stitch` when the arms never shared a batch (docs/method.md#stitch), else empty", "text")
+    ]
+    small_n: Annotated[bool, _doc("fewer than 5 trials in an arm: no interval (docs/method.md#intervals)", "boolean")]
+    resample_min: Annotated[
+        float, _doc("smallest estimate any resample of one batch's runs can produce", "ratio (difference)")
+    ]
+    resample_max: Annotated[
+        float, _doc("largest estimate any resample of one batch's runs can produce", "ratio (difference)")
+    ]
+    bound_beyond_data: Annotated[
+        bool, _doc("the interval reached beyond resample_min–max (capped there unless runs were paired)", "boolean")
+    ]
+    interval_rests_on: Annotated[
+        str,
+        _doc(
+            "the arm holding >= 90% of a one-batch ratio's variance below 20 runs per arm: the interval is that "
+            "arm's mean interval, blind to long runs it did not draw (docs/method.md#intervals); empty otherwise",
+            "text",
+        ),
+    ]
+    hit_rate_arm: Annotated[float, _doc("observed cache hit rate of the arm's trials", "fraction 0–1")]
+    hit_rate_baseline: Annotated[float, _doc("observed cache hit rate of the baseline's trials", "fraction 0–1")]
+    simulated: Annotated[bool, _doc("any compared trial ran on the embedded provider", "boolean")]
+    note: Annotated[str, _NOTE]
+
+
+class Interval(_Record, frozen=True, kw_only=True):
+    """One arm's mean with its interval (:func:`mean_interval`); NaN bounds, an empty method and a note when none."""
+
+    mean: Annotated[float, _doc("mean of the values", "as the values")]
+    lower: Annotated[float, _LOWER]
+    upper: Annotated[float, _UPPER]
+    method: Annotated[str, _METHOD]
+    note: Annotated[str, _NOTE]
+
+
+class Savings(_Record, frozen=True, kw_only=True):
+    """Per-prompt savings of an arm over a control, summarised across prompts (:func:`per_prompt_savings`)."""
+
+    arm: Annotated[str, _ARM]
+    control: Annotated[str, _doc("the arm savings are measured against", "id")]
+    n: Annotated[int, _doc("prompts with both arms and a non-zero control", "count")]
+    median: Annotated[float, _saving("median")]
+    mean: Annotated[float, _saving("mean")]
+    min: Annotated[float, _saving("min")]
+    max: Annotated[float, _saving("max")]
+    stdev: Annotated[float, _saving("stdev")]
+    lower: Annotated[float, _doc("lower bound of the interval on the mean saving", "fraction")]
+    upper: Annotated[float, _doc("upper bound of the interval on the mean saving", "fraction")]
+    confidence: Annotated[float, _CONFIDENCE]
+    method: Annotated[str, _METHOD]
+    per_prompt: Annotated[dict[str, float], _doc("saving per prompt (run index)", "mapping")]
+    note: Annotated[str, _NOTE]
+
+
+class WarmthInvariance(_Record, frozen=True, kw_only=True, eq=False):  # a table field has no ==
+    """Whether an arm's ratio to the baseline moves with cache warmth across batches (:func:`warmth_invariance`)."""
+
+    arm: Annotated[str, _ARM]
+    baseline: Annotated[str, _BASELINE]
+    metric: Annotated[str, _METRIC]
+    n_batches: Annotated[int, _doc("batches holding both arms", "count")]
+    per_batch: Annotated[
+        pd.DataFrame,
+        _doc(
+            "per batch holding both arms: the ratio, its log's jackknife variance (`log_ratio_var`), the hit rates "
+            "(`hit_rate_arm`, `hit_rate_baseline`, `hit_rate` of both) and the runs (`n_arm`, `n_baseline`)",
+            "table",
+        ),
+    ]
+    slope: Annotated[
+        float, _doc("change of the log ratio per unit hit rate across batches (random-effects fit)", "log ratio")
+    ]
+    slope_lower: Annotated[float, _doc("lower bound of the slope's interval", "log ratio")]
+    slope_upper: Annotated[float, _doc("upper bound of the slope's interval", "log ratio")]
+    dependence: Annotated[
+        str,
+        _doc("`dependent` (interval excludes 0), `invariant` (within ±log 1.1), `undetermined`, `not judged`", "text"),
+    ]
+    has_control: Annotated[bool, _doc("a non-isolated control ran in those batches", "boolean")]
+    control_hit_rate: Annotated[float, _doc("hit rate of the control trials", "fraction 0–1")]
+    isolated_hit_rate: Annotated[float, _doc("hit rate of the isolated trials of both arms", "fraction 0–1")]
+    claim_ok: Annotated[bool, _doc("≥ 3 batches and a control: a cache-dependent claim may be made", "boolean")]
+    reason: Annotated[str, _doc("why a claim may not be made", "text")]
+    verdict: Annotated[str, _doc("the sentence the report prints", "text")]
 
 
 def _ratio_stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -492,7 +640,7 @@ def mean_interval(
     n_resamples: int = 10_000,
     seed: int = 0,
     method: str = "log-t",
-) -> dict:
+) -> Interval:
     """Mean of one arm with an interval (two-level bootstrap when the values span several batches).
 
     ``log-t``, the default for token counts, is a t-interval on the log of the mean with a jackknife
@@ -510,11 +658,11 @@ def mean_interval(
     levels = list(dict.fromkeys(keys))
     nan = float("nan")
     if len(x) == 0:
-        return {"mean": nan, "lower": nan, "upper": nan, "method": "", "note": "no values"}
+        return Interval(mean=nan, lower=nan, upper=nan, method="", note="no values")
     mean = float(x.mean())
     if len(x) < MIN_RUNS or np.ptp(x) == 0:
         why = f"too few runs ({len(x)} < {MIN_RUNS})" if len(x) < MIN_RUNS else "zero variance"
-        return {"mean": mean, "lower": nan, "upper": nan, "method": "", "note": f"{why}: no interval"}
+        return Interval(mean=mean, lower=nan, upper=nan, method="", note=f"{why}: no interval")
     if len(levels) >= 2:
         groups = [[x[[i for i, key in enumerate(keys) if key == level]]] for level in levels]
         (reps,) = two_level_means(groups, paired=False, n_resamples=n_resamples, seed=seed)
@@ -533,7 +681,7 @@ def mean_interval(
     notes = [] if np.isfinite(lo) else ["degenerate data: no interval"]
     if len(x) < WARN_RUNS:
         notes.append(f"only {len(x)} runs: a wide interval, {FEW_RUNS_MEAN_NOTE}")
-    return {"mean": mean, "lower": lo, "upper": hi, "method": how, "note": "; ".join(notes)}
+    return Interval(mean=mean, lower=lo, upper=hi, method=how, note="; ".join(notes))
 
 
 def _arm_rows(ok: pd.DataFrame, arm: str, metric: str) -> tuple[pd.DataFrame, int]:
@@ -778,7 +926,7 @@ def ratio(
     paired: bool | None = None,
     matched: bool = False,
     method: str = DEFAULT_METHOD,
-) -> dict:
+) -> Comparison:
     """Compare arm ``a`` with baseline ``b`` on ``metric``: mean(a) / mean(b) (a difference for grades).
 
     Only batches that ran both arms count; arms that never shared a batch raise :class:`StitchError`
@@ -786,8 +934,8 @@ def ratio(
     ``matched`` (the design asked the same question in the same run of every arm) or ``paired=True``.
     ``method`` picks the one-batch interval (``METHODS``; the default is the one the known-truth study
     chose); across batches the interval is two-level percentile. ``bound_beyond_data`` flags a bound
-    outside what any resample of the data can produce (:func:`data_range`). Returns one
-    ``analysis/ratios.csv`` row as a dict.
+    outside what any resample of the data can produce (:func:`data_range`). The :class:`Comparison` is one
+    ``analysis/ratios.csv`` row (``msgspec.structs.asdict``).
     """
     ok = _checked(trials, metric, a, b, method, confidence)
     difference = metric in DIFFERENCE_METRICS
@@ -809,7 +957,7 @@ def ratio(
     )  # fmt: skip
 
 
-def _row(sel: _Selection, ok: pd.DataFrame, metric: str, a: str, b: str, **f) -> dict:
+def _row(sel: _Selection, ok: pd.DataFrame, metric: str, a: str, b: str, **f) -> Comparison:
     """The ``analysis/ratios.csv`` row: the figures plus the hit rates and notes a reader needs."""
     rows_a = ok[(ok["arm"] == a) & ok["batch"].isin(sel.used)]
     rows_b = ok[(ok["arm"] == b) & ok["batch"].isin(sel.used)]
@@ -823,31 +971,31 @@ def _row(sel: _Selection, ok: pd.DataFrame, metric: str, a: str, b: str, **f) ->
     if f["difference"]:
         how = f"{how} (difference of means)" if how else "difference of means"
     n_arm, n_baseline = f["n"]
-    return {
-        "comparison": f"{a} vs {b}",
-        "arm": a,
-        "baseline": b,
-        "metric": metric,
-        "estimate": f["estimate"],
-        "lower": f["lower"],
-        "upper": f["upper"],
-        "confidence": f["confidence"],
-        "n_arm": n_arm,
-        "n_baseline": n_baseline,
-        "paired": f["paired"],
-        "batches": len(sel.used),
-        "method": how,
-        "label": sel.label,
-        "small_n": min(n_arm, n_baseline) < MIN_RUNS,
-        "resample_min": f["span"][0],
-        "resample_max": f["span"][1],
-        "bound_beyond_data": f["beyond"],
-        "interval_rests_on": f["rests_on"],
-        "hit_rate_arm": hr_a,
-        "hit_rate_baseline": hr_b,
-        "simulated": any_simulated(pd.concat([rows_a, rows_b])),
-        "note": "; ".join(sel.notes),
-    }
+    return Comparison(
+        comparison=f"{a} vs {b}",
+        arm=a,
+        baseline=b,
+        metric=metric,
+        estimate=f["estimate"],
+        lower=f["lower"],
+        upper=f["upper"],
+        confidence=f["confidence"],
+        n_arm=n_arm,
+        n_baseline=n_baseline,
+        paired=f["paired"],
+        batches=len(sel.used),
+        method=how,
+        label=sel.label,
+        small_n=min(n_arm, n_baseline) < MIN_RUNS,
+        resample_min=f["span"][0],
+        resample_max=f["span"][1],
+        bound_beyond_data=f["beyond"],
+        interval_rests_on=f["rests_on"],
+        hit_rate_arm=hr_a,
+        hit_rate_baseline=hr_b,
+        simulated=any_simulated(pd.concat([rows_a, rows_b])),
+        note="; ".join(sel.notes),
+    )
 
 
 def ratios(
@@ -863,7 +1011,12 @@ def ratios(
     blended range: docs/method.md#totals); ``options`` go to :func:`ratio`.
     """
     wanted = list(dict.fromkeys([*HEADLINE_METRICS, *metrics]))
-    rows = [ratio(trials, m, arm, baseline, **options) for arm in arms if arm != baseline for m in wanted]
+    rows = [
+        msgspec.structs.asdict(ratio(trials, m, arm, baseline, **options))
+        for arm in arms
+        if arm != baseline
+        for m in wanted
+    ]
     return pd.DataFrame(rows)
 
 
@@ -875,7 +1028,7 @@ def per_prompt_savings(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-) -> dict:
+) -> Savings:
     """Savings of ``arm`` over ``control`` per prompt, ``1 - arm/control``, summarised across prompts.
 
     The three-arm design (docs/method.md#controls) compares a skill with a terse control (not with no
@@ -900,24 +1053,24 @@ def per_prompt_savings(
     s = savings.to_numpy(dtype=float)
     nan = float("nan")
     ci = mean_interval(s, confidence=confidence, n_resamples=n_resamples, seed=seed, method="t")
-    if ci["note"]:
-        notes.append(ci["note"])
-    return {
-        "arm": arm,
-        "control": control,
-        "n": len(s),
-        "median": float(np.median(s)) if len(s) else nan,
-        "mean": ci["mean"],
-        "min": float(s.min()) if len(s) else nan,
-        "max": float(s.max()) if len(s) else nan,
-        "stdev": statistics.stdev(s) if len(s) >= 2 else nan,
-        "lower": ci["lower"],
-        "upper": ci["upper"],
-        "confidence": confidence,
-        "method": ci["method"],
-        "per_prompt": {str(k): float(v) for k, v in savings.items()},
-        "note": "; ".join(notes),
-    }
+    if ci.note:
+        notes.append(ci.note)
+    return Savings(
+        arm=arm,
+        control=control,
+        n=len(s),
+        median=float(np.median(s)) if len(s) else nan,
+        mean=ci.mean,
+        min=float(s.min()) if len(s) else nan,
+        max=float(s.max()) if len(s) else nan,
+        stdev=statistics.stdev(s) if len(s) >= 2 else nan,
+        lower=ci.lower,
+        upper=ci.upper,
+        confidence=confidence,
+        method=ci.method,
+        per_prompt={str(k): float(v) for k, v in savings.items()},
+        note="; ".join(notes),
+    )
 
 
 def _batch_points(ok: pd.DataFrame, a: str, b: str, metric: str) -> list[dict]:
@@ -1010,7 +1163,7 @@ def _warmth_verdict(rows: list[dict], slope: tuple[float, float, float], confide
 
 def warmth_invariance(
     trials: pd.DataFrame, a: str, b: str, metric: str = "uncached_input_tokens", *, confidence: float = 0.95
-) -> dict:
+) -> WarmthInvariance:
     """Does the ``a``/``b`` ratio move with cache warmth? The slope of per-batch log ratios on hit rates.
 
     Even an interleaved uncached ratio slides with warmth (docs/method.md#warmth), so a cache-dependent
@@ -1048,23 +1201,23 @@ def warmth_invariance(
     dependence, verdict = _warmth_verdict(rows, slope, confidence)
     if reasons:
         verdict = f"{verdict}; not a cache-dependent claim: {'; '.join(reasons)}"
-    return {
-        "arm": a,
-        "baseline": b,
-        "metric": metric,
-        "n_batches": len(rows),
-        "per_batch": pd.DataFrame(rows),
-        "slope": slope[0],
-        "slope_lower": slope[1],
-        "slope_upper": slope[2],
-        "dependence": dependence,
-        "has_control": not controls.empty,
-        "control_hit_rate": hit_rate(controls),
-        "isolated_hit_rate": hit_rate(isolated),
-        "claim_ok": not reasons,
-        "reason": "; ".join(reasons),
-        "verdict": verdict,
-    }
+    return WarmthInvariance(
+        arm=a,
+        baseline=b,
+        metric=metric,
+        n_batches=len(rows),
+        per_batch=pd.DataFrame(rows),
+        slope=slope[0],
+        slope_lower=slope[1],
+        slope_upper=slope[2],
+        dependence=dependence,
+        has_control=not controls.empty,
+        control_hit_rate=hit_rate(controls),
+        isolated_hit_rate=hit_rate(isolated),
+        claim_ok=not reasons,
+        reason="; ".join(reasons),
+        verdict=verdict,
+    )
 
 
 # ---------------------------------------------------------------- planning and stopping (docs/method.md#planning)
@@ -1258,10 +1411,8 @@ def should_continue(
         return StopDecision(False, decision[0], n, decision[1], decision[2])
     row = ratio(trials, metric, arm, baseline, confidence=confidence, matched=matched)
     if n >= int(stop["max_runs_per_arm"]):
-        return StopDecision(
-            False, f"max_runs_per_arm {stop['max_runs_per_arm']} reached", n, row["lower"], row["upper"]
-        )
-    return StopDecision(True, "target not reached", n, row["lower"], row["upper"])
+        return StopDecision(False, f"max_runs_per_arm {stop['max_runs_per_arm']} reached", n, row.lower, row.upper)
+    return StopDecision(True, "target not reached", n, row.lower, row.upper)
 
 
 def _stop_reason(
@@ -1277,11 +1428,11 @@ def _stop_reason(
     """(why, lower, upper) when a stop target is met at this look, else None."""
     if stop.get("precision"):
         row = ratio(trials, metric, arm, baseline, confidence=confidence, matched=matched)
-        if np.isfinite(row["lower"]) and row["upper"] / row["lower"] <= float(stop["precision"]):
-            return f"precision reached: upper/lower {row['upper'] / row['lower']:.2f}", row["lower"], row["upper"]
+        if np.isfinite(row.lower) and row.upper / row.lower <= float(stop["precision"]):
+            return f"precision reached: upper/lower {row.upper / row.lower:.2f}", row.lower, row.upper
     if stop.get("exclude_one"):
         level = look_confidence(look, confidence)
         row = ratio(trials, metric, arm, baseline, confidence=level, matched=matched)
-        if row["lower"] > 1 or row["upper"] < 1:
-            return f"anytime-valid {level:.2%} interval excludes 1 at look {look}", row["lower"], row["upper"]
+        if row.lower > 1 or row.upper < 1:
+            return f"anytime-valid {level:.2%} interval excludes 1 at look {look}", row.lower, row.upper
     return None

@@ -125,7 +125,7 @@ def test_snapshot_as_trials_feeds_the_ratio_machinery(snap):
     assert list(cav["output_tokens"]) == PER_PROMPT["caveman"] == list(cav["total_tokens"])
     assert cav["trial_id"].iloc[3] == "r03-caveman" and cav["input_tokens"].isna().all()
     r = stats.ratio(trials, "output_tokens", "caveman", "__terse__", matched=True)  # run i = prompt i in every arm
-    assert r["estimate"] == pytest.approx(1026 / 2045) and r["paired"] and r["lower"] < r["estimate"] < r["upper"]
+    assert r.estimate == pytest.approx(1026 / 2045) and r.paired and r.lower < r.estimate < r.upper
 
 
 def _doc(**over):

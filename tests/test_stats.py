@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from msgspec.structs import asdict
 
 from kit import stats
 from kit.stats import StitchError
@@ -55,11 +56,11 @@ def test_cross_run_uncached_ratio_is_a_stitch(seed000):
 def test_allow_stitch_labels_the_row(seed000):
     stitched = seed000[(seed000["arm"] == "builtin") | (seed000["batch"] == "v2fix")]
     row = stats.ratio(stitched, "uncached_input_tokens", "builtin", "with_session", allow_stitch=True)
-    assert row["label"] == "cross-run stitch"
-    assert row["estimate"] == pytest.approx(317_079 / 118_610)
-    assert round(row["estimate"], 2) == 2.67
-    assert row["paired"] is False
-    assert row["batches"] == 2
+    assert row.label == "cross-run stitch"
+    assert row.estimate == pytest.approx(317_079 / 118_610)
+    assert round(row.estimate, 2) == 2.67
+    assert row.paired is False
+    assert row.batches == 2
 
 
 def test_same_run_ratios_are_not_stitches(seed000):
@@ -80,10 +81,10 @@ def test_same_run_ratios_are_not_stitches(seed000):
 
 def test_partial_overlap_uses_only_shared_batches(seed000):
     row = stats.ratio(seed000, "uncached_input_tokens", "builtin", "with_session")
-    assert row["label"] == ""
-    assert row["batches"] == 1
-    assert row["estimate"] == pytest.approx(317_079 / 170_264)
-    assert "v2fix" in row["note"]
+    assert row.label == ""
+    assert row.batches == 1
+    assert row.estimate == pytest.approx(317_079 / 170_264)
+    assert "v2fix" in row.note
 
 
 def paired_batch(
@@ -107,7 +108,7 @@ def test_default_interval_covers_the_true_ratio():
     for i in range(200):
         trials = pd.DataFrame(paired_batch(rng, f"b{i}", 20, ratio_, sigma, base_sd=0.3))
         row = stats.ratio(trials, "total_tokens", "a", "b", n_resamples=1_000, seed=i, matched=True)  # shared base
-        hits += row["lower"] <= truth <= row["upper"]
+        hits += row.lower <= truth <= row.upper
     assert 0.88 <= hits / 200 <= 0.99
 
 
@@ -115,11 +116,11 @@ def test_pairing_narrows_the_interval():
     trials = pd.DataFrame(paired_batch(np.random.default_rng(3), "b0", 20, 0.5, 0.05))
     paired = stats.ratio(trials, "total_tokens", "a", "b", matched=True)  # run i: the same question in both arms
     unpaired = stats.ratio(trials, "total_tokens", "a", "b")
-    assert paired["paired"] and not unpaired["paired"]
-    assert paired["estimate"] == unpaired["estimate"]
-    assert paired["method"] == "paired skew-t (log ratio)"
-    assert unpaired["method"] == "unpaired skew-t (log ratio)"
-    assert (paired["upper"] - paired["lower"]) < 0.3 * (unpaired["upper"] - unpaired["lower"])
+    assert paired.paired and not unpaired.paired
+    assert paired.estimate == unpaired.estimate
+    assert paired.method == "paired skew-t (log ratio)"
+    assert unpaired.method == "unpaired skew-t (log ratio)"
+    assert (paired.upper - paired.lower) < 0.3 * (unpaired.upper - unpaired.lower)
 
 
 def test_unmatched_runs():
@@ -128,9 +129,9 @@ def test_unmatched_runs():
     with pytest.raises(ValueError, match=r"runs only in .*baseline \[3\]"):
         stats.ratio(trials, "total_tokens", "a", "b", paired=True)
     row = stats.ratio(trials, "total_tokens", "a", "b", matched=True)
-    assert row["paired"] is False
-    assert "unpaired" in row["note"]
-    assert (row["n_arm"], row["n_baseline"]) == (7, 8)
+    assert row.paired is False
+    assert "unpaired" in row.note
+    assert (row.n_arm, row.n_baseline) == (7, 8)
 
 
 def test_failed_trials_are_left_out():
@@ -139,8 +140,8 @@ def test_failed_trials_are_left_out():
     row = stats.ratio(trials, "total_tokens", "a", "b")
     ok = trials[trials["status"] == "ok"]
     expected = ok.loc[ok["arm"] == "a", "total_tokens"].mean() / ok.loc[ok["arm"] == "b", "total_tokens"].mean()
-    assert row["estimate"] == pytest.approx(expected)
-    assert row["n_arm"] == 5
+    assert row.estimate == pytest.approx(expected)
+    assert row.n_arm == 5
 
 
 def batches_with_drift(ratios: list[float], n: int = 6, seed: int = 7) -> pd.DataFrame:
@@ -151,16 +152,16 @@ def batches_with_drift(ratios: list[float], n: int = 6, seed: int = 7) -> pd.Dat
 def test_two_level_bootstrap_across_batches():
     trials = batches_with_drift([0.4, 0.5, 0.6, 0.7])
     row = stats.ratio(trials, "total_tokens", "a", "b", matched=True)
-    assert row["batches"] == 4
-    assert row["paired"] is True
-    assert row["method"].startswith("two-level paired percentile")
-    assert row["lower"] < row["estimate"] < row["upper"]
+    assert row.batches == 4
+    assert row.paired is True
+    assert row.method.startswith("two-level paired percentile")
+    assert row.lower < row.estimate < row.upper
     pooled = trials.assign(batch="all", run=trials["batch"].str[1:].astype(int) * 6 + trials["run"])
     one_batch = stats.ratio(pooled, "total_tokens", "a", "b", matched=True)
-    assert one_batch["paired"] is True and one_batch["batches"] == 1
+    assert one_batch.paired is True and one_batch.batches == 1
     # batch-to-batch drift is extra uncertainty that a one-level bootstrap over pooled runs ignores
-    assert (row["upper"] - row["lower"]) > 1.5 * (one_batch["upper"] - one_batch["lower"])
-    assert pd.Series(stats.ratio(trials, "total_tokens", "a", "b", matched=True)).equals(pd.Series(row))
+    assert (row.upper - row.lower) > 1.5 * (one_batch.upper - one_batch.lower)
+    assert pd.Series(asdict(stats.ratio(trials, "total_tokens", "a", "b", matched=True))).equals(pd.Series(asdict(row)))
 
 
 def test_two_level_means_resamples_within_chosen_batches():
@@ -174,16 +175,16 @@ def test_two_level_means_resamples_within_chosen_batches():
 def test_small_n_flag():
     few = pd.DataFrame(paired_batch(np.random.default_rng(8), "b0", 3, 0.5, 0.1))
     enough = pd.DataFrame(paired_batch(np.random.default_rng(8), "b0", 5, 0.5, 0.1))
-    assert stats.ratio(few, "total_tokens", "a", "b")["small_n"] is True
-    assert stats.ratio(enough, "total_tokens", "a", "b")["small_n"] is False
+    assert stats.ratio(few, "total_tokens", "a", "b").small_n is True
+    assert stats.ratio(enough, "total_tokens", "a", "b").small_n is False
 
 
 def test_degenerate_input_gives_nan_bounds_and_a_note():
     one = pd.DataFrame(paired_batch(np.random.default_rng(9), "b0", 1, 0.5, 0.1))
     row = stats.ratio(one, "total_tokens", "a", "b")
-    assert row["estimate"] == pytest.approx(one["total_tokens"].iloc[1] / one["total_tokens"].iloc[0])
-    assert math.isnan(row["lower"]) and math.isnan(row["upper"])
-    assert "too few runs" in row["note"]
+    assert row.estimate == pytest.approx(one["total_tokens"].iloc[1] / one["total_tokens"].iloc[0])
+    assert math.isnan(row.lower) and math.isnan(row.upper)
+    assert "too few runs" in row.note
 
     flat = pd.DataFrame(
         [
@@ -193,19 +194,19 @@ def test_degenerate_input_gives_nan_bounds_and_a_note():
         ]
     )
     row = stats.ratio(flat, "total_tokens", "a", "b")
-    assert row["estimate"] == 0.5
-    assert math.isnan(row["lower"]) and "zero variance" in row["note"]
+    assert row.estimate == 0.5
+    assert math.isnan(row.lower) and "zero variance" in row.note
 
     proportional = flat.copy()
     proportional["total_tokens"] = proportional["run"] + 1.0
     proportional.loc[proportional["arm"] == "a", "total_tokens"] *= 2
     row = stats.ratio(proportional, "total_tokens", "a", "b", paired=True)  # every pair has ratio 2 exactly
-    assert row["estimate"] == pytest.approx(2.0)
-    assert row["lower"] == pytest.approx(2.0) and row["upper"] == pytest.approx(2.0)  # all the data can give
+    assert row.estimate == pytest.approx(2.0)
+    assert row.lower == pytest.approx(2.0) and row.upper == pytest.approx(2.0)  # all the data can give
 
     zero = flat.assign(total_tokens=np.where(flat["arm"] == "b", 0.0, flat["run"] + 1.0))
     row = stats.ratio(zero, "total_tokens", "a", "b")
-    assert math.isnan(row["estimate"]) and "zero" in row["note"]
+    assert math.isnan(row.estimate) and "zero" in row.note
 
 
 def test_grade_is_a_difference():
@@ -216,16 +217,18 @@ def test_grade_is_a_difference():
         {"batch": "b", "arm": "b", "run": r, "status": "ok", "grade": g} for r, g in enumerate([0.5, 0.5, 1.0, 0.0])
     ]
     row = stats.ratio(pd.DataFrame(rows), "grade", "a", "b")
-    assert row["estimate"] == pytest.approx(0.875 - 0.5)
-    assert "difference" in row["method"]
+    assert row.estimate == pytest.approx(0.875 - 0.5)
+    assert "difference" in row.method
 
 
 def test_seeded_reproducibility():
     trials = pd.DataFrame(paired_batch(np.random.default_rng(10), "b0", 10, 0.5, 0.2))
     opts = {"method": "bootstrap-t"}  # the default is analytic; the seed matters to the bootstrap methods
     first = stats.ratio(trials, "total_tokens", "a", "b", seed=11, **opts)
-    assert pd.Series(stats.ratio(trials, "total_tokens", "a", "b", seed=11, **opts)).equals(pd.Series(first))
-    assert stats.ratio(trials, "total_tokens", "a", "b", seed=12, **opts)["lower"] != first["lower"]
+    assert pd.Series(asdict(stats.ratio(trials, "total_tokens", "a", "b", seed=11, **opts))).equals(
+        pd.Series(asdict(first))
+    )
+    assert stats.ratio(trials, "total_tokens", "a", "b", seed=12, **opts).lower != first.lower
 
 
 def test_per_prompt_savings_by_hand():
@@ -241,15 +244,15 @@ def test_per_prompt_savings_by_hand():
     )  # fmt: skip
     out = stats.per_prompt_savings(values, "skill", "__terse__", n_resamples=2_000)
     # savings 1 - skill/terse: p1 0.40, p2 0.25, p3 0.00, p4 0.50
-    assert out["per_prompt"] == pytest.approx({"p1": 0.4, "p2": 0.25, "p3": 0.0, "p4": 0.5})
-    assert out["n"] == 4
-    assert out["median"] == pytest.approx(0.325)
-    assert out["mean"] == pytest.approx(0.2875)
-    assert (out["min"], out["max"]) == (0.0, 0.5)
+    assert out.per_prompt == pytest.approx({"p1": 0.4, "p2": 0.25, "p3": 0.0, "p4": 0.5})
+    assert out.n == 4
+    assert out.median == pytest.approx(0.325)
+    assert out.mean == pytest.approx(0.2875)
+    assert (out.min, out.max) == (0.0, 0.5)
     # squared deviations from 0.2875: 0.01265625 + 0.00140625 + 0.08265625 + 0.04515625 = 0.141875
-    assert out["stdev"] == pytest.approx(math.sqrt(0.141875 / 3))
-    assert math.isnan(out["lower"]) and "too few runs (4 < 5)" in out["note"]  # four prompts: no interval
-    assert "lack one" in out["note"]
+    assert out.stdev == pytest.approx(math.sqrt(0.141875 / 3))
+    assert math.isnan(out.lower) and "too few runs (4 < 5)" in out.note  # four prompts: no interval
+    assert "lack one" in out.note
 
 
 def warmth_batches(hits: list[float], ratios: list[float], control: bool) -> pd.DataFrame:
@@ -289,20 +292,20 @@ def warmth_batches(hits: list[float], ratios: list[float], control: bool) -> pd.
 def test_warmth_invariance_needs_batches_and_a_control():
     trials = warmth_batches([0.5, 0.6, 0.7, 0.8, 0.9], [0.9, 0.8, 0.7, 0.6, 0.5], control=True)
     out = stats.warmth_invariance(trials, "a", "b")
-    assert out["n_batches"] == 5
-    assert out["slope"] < 0 and out["slope_upper"] < 0
-    assert out["dependence"] == "dependent"
-    assert out["claim_ok"] is True and out["reason"] == ""
-    assert out["verdict"].startswith("warmth-dependent")
-    assert out["control_hit_rate"] == pytest.approx(0.95)
-    assert list(out["per_batch"]["ratio"]) == pytest.approx([0.9, 0.8, 0.7, 0.6, 0.5])
+    assert out.n_batches == 5
+    assert out.slope < 0 and out.slope_upper < 0
+    assert out.dependence == "dependent"
+    assert out.claim_ok is True and out.reason == ""
+    assert out.verdict.startswith("warmth-dependent")
+    assert out.control_hit_rate == pytest.approx(0.95)
+    assert list(out.per_batch["ratio"]) == pytest.approx([0.9, 0.8, 0.7, 0.6, 0.5])
 
     flat = stats.warmth_invariance(warmth_batches([0.5, 0.6, 0.7], [0.8, 0.8, 0.8], control=False), "a", "b")
-    assert flat["claim_ok"] is False
-    assert "control" in flat["reason"]
-    assert flat["dependence"] == "invariant" and flat["verdict"].startswith("no material warmth dependence")
+    assert flat.claim_ok is False
+    assert "control" in flat.reason
+    assert flat.dependence == "invariant" and flat.verdict.startswith("no material warmth dependence")
 
     two = stats.warmth_invariance(warmth_batches([0.5, 0.6], [0.9, 0.8], control=True), "a", "b")
-    assert two["claim_ok"] is False
-    assert ">= 3" in two["reason"]
-    assert "not enough batches" in two["verdict"] and two["dependence"] == "not judged"
+    assert two.claim_ok is False
+    assert ">= 3" in two.reason
+    assert "not enough batches" in two.verdict and two.dependence == "not judged"

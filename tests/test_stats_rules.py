@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from msgspec.structs import asdict
 
 from kit import report, stats
 from kit.design import ParamError
@@ -53,21 +54,21 @@ def test_negative_or_infinite_totals_are_refused(bad):
 
 def test_no_interval_below_five_runs_and_a_warning_below_ten():
     two = stats.ratio(batch(2), "total_tokens", "a", "b")
-    assert math.isnan(two["lower"]) and math.isnan(two["upper"]) and two["small_n"]
-    assert "too few runs" in two["note"] and np.isfinite(two["estimate"])
+    assert math.isnan(two.lower) and math.isnan(two.upper) and two.small_n
+    assert "too few runs" in two.note and np.isfinite(two.estimate)
     five = stats.ratio(batch(5), "total_tokens", "a", "b")
-    assert np.isfinite(five["lower"]) and "fewer than 10 runs" in five["note"]
+    assert np.isfinite(five.lower) and "fewer than 10 runs" in five.note
     ten = stats.ratio(batch(10), "total_tokens", "a", "b")
-    assert "fewer than 10" not in ten["note"]
-    assert math.isnan(stats.mean_interval([1.0, 2.0, 3.0])["lower"])
+    assert "fewer than 10" not in ten.note
+    assert math.isnan(stats.mean_interval([1.0, 2.0, 3.0]).lower)
 
 
 def test_one_huge_outlier_gives_a_bound_the_data_support():
     trials = batch(8, seed=3)
     trials.loc[trials.index[0], "total_tokens"] *= 1_000  # one runaway trial in arm a
     row = stats.ratio(trials, "total_tokens", "a", "b")
-    assert row["lower"] >= row["resample_min"] and row["upper"] <= row["resample_max"]
-    assert row["upper"] < 1e4  # was 2.1e7 before the cap
+    assert row.lower >= row.resample_min and row.upper <= row.resample_max
+    assert row.upper < 1e4  # was 2.1e7 before the cap
 
 
 def test_batch_read_example_headline_stays_within_its_data():
@@ -76,11 +77,11 @@ def test_batch_read_example_headline_stays_within_its_data():
     row = stats.ratio(trials, "total_tokens", "batching", "placebo")
     a = trials.loc[trials["arm"] == "batching", "total_tokens"]
     b = trials.loc[trials["arm"] == "placebo", "total_tokens"]
-    assert row["resample_min"] == pytest.approx(a.min() / b.max())
-    assert row["resample_max"] == pytest.approx(a.max() / b.min())
-    assert row["resample_min"] <= row["lower"] < row["estimate"] < row["upper"] <= row["resample_max"]
-    assert 1 / row["lower"] < 7  # at most the 6.8x fewer any resample of these runs gives
-    assert row["paired"] is False  # one prompt repeated: run indexes match nothing
+    assert row.resample_min == pytest.approx(a.min() / b.max())
+    assert row.resample_max == pytest.approx(a.max() / b.min())
+    assert row.resample_min <= row.lower < row.estimate < row.upper <= row.resample_max
+    assert 1 / row.lower < 7  # at most the 6.8x fewer any resample of these runs gives
+    assert row.paired is False  # one prompt repeated: run indexes match nothing
 
 
 def test_pairing_needs_a_matched_design():
@@ -112,18 +113,18 @@ def warmth(ratios: list[float], hits: list[float], runs: int = 5, spread: float 
 def test_three_batches_falling_with_warmth_are_warmth_dependent():
     """Issue #16: 0.73 -> 0.58 -> 0.47 as the hit rate rose 3% -> 26% -> 67% read 'no detectable dependence'."""
     out = stats.warmth_invariance(warmth([0.73, 0.58, 0.47], [0.03, 0.26, 0.67]), "a", "b")
-    assert out["n_batches"] == 3 and out["claim_ok"]
-    assert out["dependence"] == "dependent" and out["verdict"].startswith("warmth-dependent")
-    assert out["slope_upper"] < 0
-    assert out["per_batch"]["hit_rate"].round(2).tolist() == [0.03, 0.26, 0.67]
+    assert out.n_batches == 3 and out.claim_ok
+    assert out.dependence == "dependent" and out.verdict.startswith("warmth-dependent")
+    assert out.slope_upper < 0
+    assert out.per_batch["hit_rate"].round(2).tolist() == [0.03, 0.26, 0.67]
 
 
 def test_flat_ratios_are_invariant_only_when_the_slope_is_pinned_down():
     flat = stats.warmth_invariance(warmth([0.6, 0.6, 0.6], [0.1, 0.5, 0.9], spread=0.01), "a", "b")
-    assert flat["dependence"] == "invariant"
-    assert flat["slope_lower"] > -stats.MATERIAL_SLOPE and flat["slope_upper"] < stats.MATERIAL_SLOPE
+    assert flat.dependence == "invariant"
+    assert flat.slope_lower > -stats.MATERIAL_SLOPE and flat.slope_upper < stats.MATERIAL_SLOPE
     noisy = stats.warmth_invariance(warmth([0.6, 0.6, 0.6], [0.1, 0.15, 0.2], spread=0.5), "a", "b")
-    assert noisy["dependence"] == "undetermined"
+    assert noisy.dependence == "undetermined"
 
 
 def test_plan_matches_the_simulated_runs():
@@ -191,30 +192,30 @@ def pack_like(n: int, *, seed: int = 0) -> pd.DataFrame:
 def test_an_interval_resting_on_one_arm_says_so():
     """bench/known_truth.md#what-few-runs-cannot-see: such intervals covered 87% at 5 runs on the pack's arms."""
     row = stats.ratio(pack_like(5), "total_tokens", "a", "b")
-    assert row["interval_rests_on"] == "b" and np.isfinite(row["lower"])
-    assert "the interval rests on b's runs" in row["note"] and stats.ONE_ARM_NOTE in row["note"]
-    assert stats.ratio(pack_like(stats.ONE_ARM_RUNS), "total_tokens", "a", "b")["interval_rests_on"] == ""
+    assert row.interval_rests_on == "b" and np.isfinite(row.lower)
+    assert "the interval rests on b's runs" in row.note and stats.ONE_ARM_NOTE in row.note
+    assert stats.ratio(pack_like(stats.ONE_ARM_RUNS), "total_tokens", "a", "b").interval_rests_on == ""
     alike = stats.ratio(batch(5, cv=0.5, seed=1), "total_tokens", "a", "b")
-    assert alike["interval_rests_on"] == "" and "rests on" not in alike["note"]
+    assert alike.interval_rests_on == "" and "rests on" not in alike.note
     paired = stats.ratio(pack_like(5), "total_tokens", "a", "b", paired=True)
-    assert paired["interval_rests_on"] == ""  # a paired interval has no per-arm variance to split
+    assert paired.interval_rests_on == ""  # a paired interval has no per-arm variance to split
     few = stats.ratio(pack_like(4), "total_tokens", "a", "b")
-    assert few["interval_rests_on"] == "" and math.isnan(few["lower"])
+    assert few.interval_rests_on == "" and math.isnan(few.lower)
     share, which = stats.one_arm_share(np.array([[1.0, 1.01, 0.99], [1, 2, 3]]), np.array([[1, 2, 5], [1, 2, 3.0]]))
     assert share[0] > 0.99 and which[0] == 1 and share[1] == pytest.approx(0.5)
 
 
 def test_a_per_arm_interval_from_few_runs_says_what_it_cannot_see():
     five = stats.mean_interval([1.0, 1.1, 0.9, 1.05, 0.95])
-    assert np.isfinite(five["lower"]) and stats.FEW_RUNS_MEAN_NOTE in five["note"]
-    assert "blind to long runs" not in stats.mean_interval(np.linspace(1, 2, stats.WARN_RUNS))["note"]
+    assert np.isfinite(five.lower) and stats.FEW_RUNS_MEAN_NOTE in five.note
+    assert "blind to long runs" not in stats.mean_interval(np.linspace(1, 2, stats.WARN_RUNS)).note
 
 
 def test_the_report_warns_of_an_interval_resting_on_one_arm():
-    rows = pd.DataFrame([stats.ratio(pack_like(5), m, "a", "b") for m in ("total_tokens",)])
+    rows = pd.DataFrame([asdict(stats.ratio(pack_like(5), m, "a", "b")) for m in ("total_tokens",)])
     (warning,) = [w for w in report.derived_warnings(rows, pack_like(5), {}) if w.startswith("one-arm interval")]
     assert "a vs b (total_tokens) rests on b's runs alone" in warning and stats.ONE_ARM_NOTE in warning
-    plain = pd.DataFrame([stats.ratio(batch(5, cv=0.5, seed=1), "total_tokens", "a", "b")])
+    plain = pd.DataFrame([asdict(stats.ratio(batch(5, cv=0.5, seed=1), "total_tokens", "a", "b"))])
     assert not any(w.startswith("one-arm") for w in report.derived_warnings(plain, batch(5), {}))
     older = rows.drop(columns="interval_rests_on")  # a ratios.csv written before the column existed
     assert not any(w.startswith("one-arm") for w in report.derived_warnings(older, pack_like(5), {}))

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import pandas as pd
 
@@ -261,7 +262,7 @@ def savings(
             savings = stats.per_prompt_savings(
                 values, arm, baseline, confidence=confidence, n_resamples=n_resamples, seed=seed
             )
-            rows.append({"arm": arm, "baseline": baseline, "metric": metric, **savings})
+            rows.append({"arm": arm, "baseline": baseline, "metric": metric, **msgspec.structs.asdict(savings)})
     return pd.DataFrame(rows)
 
 
@@ -270,7 +271,7 @@ def _warmth_invariance(trials: pd.DataFrame, baseline: str, others: list[str], c
     keys = ["arm", "baseline", "n_batches", "slope", "slope_lower", "slope_upper", "dependence", "has_control",
             "control_hit_rate", "isolated_hit_rate", "claim_ok", "reason", "verdict"]  # fmt: skip
     rows = [stats.warmth_invariance(trials, arm, baseline, confidence=confidence) for arm in others]
-    return pd.DataFrame([{k: r[k] for k in keys} for r in rows], columns=keys)
+    return pd.DataFrame([{k: getattr(r, k) for k in keys} for r in rows], columns=keys)
 
 
 def matched_runs(manifests: list[dict]) -> bool:

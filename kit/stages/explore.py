@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import orjson
 import pandas as pd
 from matplotlib.figure import Figure
@@ -190,7 +191,7 @@ def cross_ratios(
     ratio = functools.partial(
         stats.ratio, b["trials"], allow_stitch=allow_stitch, confidence=confidence, n_resamples=n_resamples, seed=seed
     )
-    rows = [ratio(metric, arm, base) for arm, base in pairs for metric in metrics]
+    rows = [msgspec.structs.asdict(ratio(metric, arm, base)) for arm, base in pairs for metric in metrics]
     return pd.DataFrame(rows)
 
 
