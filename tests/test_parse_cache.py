@@ -322,3 +322,31 @@ def test_the_cycle_collector_is_left_as_it_was(tmp_path: Path, enabled: bool) ->
         assert gc.isenabled() is enabled
     finally:
         gc.enable() if was else gc.disable()
+
+
+def test_settled_files_are_known_by_their_stat_and_a_rewrite_still_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose content check was made well after its last change is later checked by ``stat`` alone
+    (no open); one changed just before its check is not. A same-size rewrite with the mtime put back
+    still changes the change time, so a settled file rewritten is read again and agrees with a cold read."""
+    folder, store = history(tmp_path), tmp_path / "cache"
+    transcripts.tables(folder, cache=store)
+    assert not cache.store(store).settled, "files written just now are not settled"
+    monkeypatch.setattr(cache, "SETTLED_NS", -(10**15))  # as if every file had been written long ago
+    transcripts.tables(folder, cache=store)
+    assert len(cache.store(store).settled) == len(list(folder.iterdir()))
+    opened = []
+    real = cache.file_key
+    monkeypatch.setattr(cache, "file_key", lambda path: opened.append(path) or real(path))
+    before = transcripts.tables(folder, cache=store)
+    same(before, cold(folder))
+    assert opened == []
+    session = folder / SESSION
+    stat = session.stat()
+    session.write_bytes(bumped(session.read_bytes()))
+    os.utime(session, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    want = cold(folder)
+    assert session.stat().st_size == stat.st_size
+    same(transcripts.tables(folder, cache=store), want)
+    assert opened == [str(session)]
