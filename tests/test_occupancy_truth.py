@@ -8,8 +8,8 @@ the comparison is per result, as the error bar the kit reports (``rel_err``) is 
 
 The truth is the right one for "what the result occupies": the log counts each content block whole, so a
 result's segment is its own block as the client sent it: the message's role line where the block opens
-the message, the block's keys and call id, and the content (about 36-44 tokens besides the content per
-Claude ``tool_result``, 56 per Codex ``function_call_output`` of a shell command, 76 of an MCP call).
+the message, the block's keys and call id, and the content (33-44 tokens besides the content per Claude
+``tool_result``, 55-61 per Codex ``function_call_output`` of a shell command, 74-79 of an MCP call).
 The framing of its own block belongs to it and is in the truth; the blocks beside it (the response's
 thinking, text, reasoning and call blocks) are not.
 
