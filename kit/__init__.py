@@ -13,6 +13,9 @@ The public surface (docs/design.md, "Public surface", has each call's signature)
 - ``kit.stats``: ``ratio``, ``ratios``, ``mean_interval``, ``plan``, ``warmth_invariance`` — the intervals
   and tests the reports quote, as frozen records (``Comparison``, ``Interval``, ``Savings``,
   ``WarmthInvariance``); ``kit.occupancy.measure`` for residual context occupancy.
+- ``kit.records``: what the stages hand each other, as frozen records with every field described —
+  ``Design`` (``analysis/design.json``), ``Manifest`` (``manifest.json``), ``TrialMeta`` (a trial's
+  ``meta.json``), ``Analysis`` (``analyze.analyze_batches``) and ``Published`` (``plot.publish``).
 - ``kit.tokens.encoding``: tiktoken encodings that work offline; ``kit.tasks``: the task packs.
 
 Everything else is the kit's own plumbing and may change without notice.

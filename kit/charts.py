@@ -32,6 +32,7 @@ from kit.errors import InputError
 from kit.layout import atomic_write
 from kit.metrics import arm_summary
 from kit.occupancy_block import COMPARISON_COLUMNS
+from kit.records import Design
 
 SIMULATION_CAPTION = "SIMULATION (embedded provider) — not a real model's cost"
 # Colour-blind-safe qualitative palette without its grey, which is kept for reference lines.
@@ -81,29 +82,21 @@ def arm_colors(arms: Iterable[str]) -> dict[str, str]:
     return _hash_colors(arms, ARM_PALETTE)
 
 
-def _figure_arms(design: dict, *frames_columns: Iterable) -> list[str]:
+def _figure_arms(design: Design, *frames_columns: Iterable) -> list[str]:
     """Every arm a figure may colour: the design's arms plus those in the data, so colours agree."""
-    arms = {str(a) for a in design.get("arms", []) or []}
+    arms = set(design.arms)
     for values in frames_columns:
         arms.update(str(v) for v in values if pd.notna(v))
     return sorted(arms)
 
 
-def _batches_text(design: dict, data_batches: Iterable | None = None) -> str:
-    batch = design.get("batch")
-    if batch is None and data_batches is not None:
+def _batches_text(design: Design, data_batches: Iterable | None = None) -> str:
+    batch: str | list[str] = design.batch
+    if not batch and data_batches is not None:
         batch = sorted({str(b) for b in data_batches if pd.notna(b)})
-    if isinstance(batch, list | tuple):
-        return f"batches {', '.join(map(str, batch))}" if len(batch) != 1 else f"batch {batch[0]}"
+    if isinstance(batch, list):
+        return f"batches {', '.join(batch)}" if len(batch) != 1 else f"batch {batch[0]}"
     return f"batch {batch}" if batch else "batch (not given)"
-
-
-def n_per_arm(design: dict) -> dict[str, int] | int | None:
-    """n per arm as the design states it (``n_per_arm``, ``n`` or ``runs_per_arm``), else None."""
-    for key in ("n_per_arm", "n", "runs_per_arm"):
-        if design.get(key) is not None:
-            return design[key]
-    return None
 
 
 def _n_text(n: dict[str, int] | int | None) -> str:
@@ -117,19 +110,19 @@ def _n_text(n: dict[str, int] | int | None) -> str:
     return f"n = {n} per arm"
 
 
-def design_line(design: dict, n: dict[str, int] | int | None = None, data_batches: Iterable | None = None) -> str:
+def design_line(design: Design, n: dict[str, int] | int | None = None, data_batches: Iterable | None = None) -> str:
     """One line of design facts: batch id(s), schedule, isolation, n per arm (data's n wins over design's)."""
-    schedule = design.get("schedule") or design.get("order") or "not given"
-    isolation = design.get("isolation") or "not given"
-    n = n if n is not None else n_per_arm(design)
+    schedule = design.schedule or "not given"
+    isolation = design.isolation or "not given"
+    n = n if n is not None else design.runs_per_arm
     return f"{_batches_text(design, data_batches)} · schedule {schedule} · isolation {isolation} · {_n_text(n)}"
 
 
-def _finish(fig: Figure, title: str, design: dict, n=None, data_batches=None, notes: Iterable[str] = ()) -> Figure:
+def _finish(fig: Figure, title: str, design: Design, n=None, data_batches=None, notes: Iterable[str] = ()) -> Figure:
     """Title, design subtitle, notes and the simulation caption, laid out around the axes."""
     subtitle = textwrap.fill(design_line(design, n, data_batches), 120)
     footer = [textwrap.fill(note, 140) for note in notes if note]
-    sim = bool(design.get("simulated"))
+    sim = design.simulated
     top = 1 - (0.55 + 0.28 * subtitle.count("\n")) / fig.get_figheight()
     bottom_lines = sum(f.count("\n") + 1 for f in footer) + (1 if sim else 0)
     bottom = min(0.3, (0.12 + 0.2 * bottom_lines) / fig.get_figheight())
@@ -203,7 +196,9 @@ def _pair_text(pairs: list[tuple[str, str]]) -> str:
     return f"{pairs[0][0]} / {pairs[0][1]}" if len(pairs) == 1 else "arm / baseline (legend)"
 
 
-def warmth_vs_ratio(warmth: pd.DataFrame, observed: pd.DataFrame, design: dict) -> Figure:
+def warmth_vs_ratio(
+    warmth: pd.DataFrame, observed: pd.DataFrame, design: Design, n: dict[str, int] | None = None
+) -> Figure:
     """The uncached ratio as a function of cache warmth, with each observed batch as one point on it.
 
     Why: the same code gives different uncached ratios at different warmth (docs/method.md#warmth). The
@@ -241,7 +236,7 @@ def warmth_vs_ratio(warmth: pd.DataFrame, observed: pd.DataFrame, design: dict) 
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
-    return _finish(fig, f"Uncached-token ratio {pair} vs cache warmth", design, notes=notes)
+    return _finish(fig, f"Uncached-token ratio {pair} vs cache warmth", design, n=n, notes=notes)
 
 
 def _replayed_curves(
@@ -414,7 +409,7 @@ def _forest_limits(rows: pd.DataFrame, spread: float = FOREST_SPREAD) -> tuple[f
     return float(low), float(high)
 
 
-def ratio_forest(ratios: pd.DataFrame, design: dict) -> Figure:
+def ratio_forest(ratios: pd.DataFrame, design: Design) -> Figure:
     """Every (comparison, metric) ratio with its CI; grades (differences) on their own axis.
 
     The ratio axis runs the way the headline reads: when the headline says "arm feeds N× fewer total
@@ -462,7 +457,7 @@ def ratio_forest(ratios: pd.DataFrame, design: dict) -> Figure:
 # ---------------------------------------------------------------- per-trial distributions
 
 
-def arm_distributions(trials: pd.DataFrame, design: dict) -> Figure:
+def arm_distributions(trials: pd.DataFrame, design: Design) -> Figure:
     """Total and uncached tokens per trial, per arm; points sit left→right in schedule order.
 
     Why the order: a drift over the batch (cache warming up, provider load) shows as a slope inside an
@@ -549,7 +544,7 @@ class _DistributionPanel:
         ax.annotate(label, (x, row["value"]), xytext=(4, 2), textcoords="offset points", fontsize=7)
 
 
-def cycle_growth(requests: pd.DataFrame, design: dict) -> Figure:
+def cycle_growth(requests: pd.DataFrame, design: Design) -> Figure:
     """Cumulative prompt (input) tokens over the cycles of each trial: thin lines per trial, bold mean per arm.
 
     Why: per-cycle prompts re-send the whole transcript, so the cumulative curve's steepness is where
@@ -600,7 +595,7 @@ def cycle_growth(requests: pd.DataFrame, design: dict) -> Figure:
 # ---------------------------------------------------------------- occupancy
 
 
-def occupancy_bars(occupancy: pd.DataFrame, design: dict) -> Figure:
+def occupancy_bars(occupancy: pd.DataFrame, design: Design) -> Figure:
     """Residual context occupancy per arm, stacked by tool category, with each part's error bar.
 
     Why (docs/method.md#occupancy): occupancy is a stock that the following turns pay for; a cheaper
@@ -648,7 +643,7 @@ def occupancy_bars(occupancy: pd.DataFrame, design: dict) -> Figure:
     return _finish(fig, "Residual context occupancy by tool category", design, notes=notes)
 
 
-def occupancy_comparison(comparison: pd.DataFrame, design: dict) -> Figure:
+def occupancy_comparison(comparison: pd.DataFrame, design: Design) -> Figure:
     """The with-arm's explore residual beside the without-arm's file access, their ratio with its interval,
     and the fixed overhead the tool costs before it is called.
 
@@ -748,11 +743,11 @@ def _interval(ax: Axes, y: int, est: float, lo: float, hi: float, color: str) ->
     ax.errorbar([est], [y], xerr=xerr, fmt="o", color=color, capsize=3, ms=7)
 
 
-def quality_parity(ratios_or_trials: pd.DataFrame, design: dict, arms: pd.DataFrame | None = None) -> Figure:
+def quality_parity(ratios_or_trials: pd.DataFrame, design: Design, arms: pd.DataFrame | None = None) -> Figure:
     """Grade beside total tokens, so a cheaper but worse arm cannot hide.
 
     Given trials: grade per arm (points + mean with 95% CI) next to mean total tokens per arm with the
-    ratio vs ``design["baseline"]`` when named; the intervals are arms.csv's (``arms``, else computed the
+    ratio vs ``design.baseline`` when named; the intervals are arms.csv's (``arms``, else computed the
     same way: :func:`_arm_intervals`), so the figure quotes what the report quotes. Given ratios: the grade
     difference next to the total-token ratio, the latter in the headline's direction (× fewer or × more).
     """
@@ -775,8 +770,8 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict, arms: pd.DataFr
         totals = pd.to_numeric(rows["total_tokens"], errors="coerce").astype(float).to_numpy()
         t = totals_ci.loc[arm] if arm in totals_ci.index else pd.Series({"mean": np.nan})
         _points_and_interval(right, i, totals, t, colors[arm])
-    if design.get("baseline") in names:
-        _annotate_against_baseline(right, ok, names, design["baseline"])
+    if design.baseline is not None and design.baseline in names:
+        _annotate_against_baseline(right, ok, names, design.baseline)
     for ax in (left, right):
         ax.set_yticks(range(len(names)), names)
         ax.set_ylim(len(names) - 0.5, -0.5)
@@ -793,7 +788,7 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: dict, arms: pd.DataFr
     )
 
 
-def _parity_of_ratios(left: Axes, right: Axes, data: pd.DataFrame, design: dict) -> None:
+def _parity_of_ratios(left: Axes, right: Axes, data: pd.DataFrame, design: Design) -> None:
     """The ratios form: grade differences (left) and total-token ratios in the headline's direction (right)."""
     colors = arm_colors(_figure_arms(design, *(data[c] for c in ("arm", "baseline") if c in data.columns)))
     grades = data[(data["metric"] == "grade") & data["estimate"].notna()]
@@ -843,7 +838,7 @@ def _annotate_against_baseline(ax: Axes, ok: pd.DataFrame, names: list[str], bas
 CODE_MODE_COLUMNS = ("exec_cells", "exec_tool_calls", "exec_multi_call_cells", "exec_promise_all_cells")
 
 
-def code_mode_cells(trials: pd.DataFrame, design: dict) -> Figure:
+def code_mode_cells(trials: pd.DataFrame, design: Design) -> Figure:
     """Calls per Code Mode cell and cells per trial, per arm (Codex ``exec``; kit/transcripts/codex_rollout.py).
 
     Why: with Code Mode, batching shows as several ``tools.*(`` calls in one cell (``Promise.all``), not

@@ -7,31 +7,30 @@ them into what a reader sees, so the report calls one function each.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from kit.provider.cache import load_profile
+from kit.records import Design, Manifest
 
 ARM_COLUMNS = ["arm", "model", "effort", "binary", "version"]
 
 
-def arm_settings(manifests: list[dict[str, Any]]) -> pd.DataFrame:
+def arm_settings(manifests: list[Manifest]) -> pd.DataFrame:
     """One row per (batch, arm) as it ran: model, effort, binary (CLI path, or the SDK package) and version.
 
     An interleaved model, effort or binary-vs-binary comparison differs here and nowhere else, so the design table
     must show it. Batches recorded before per-arm settings existed give no rows.
     """
     rows = [
-        {"batch": m["batch"], "arm": arm, **{k: settings.get(k) for k in ARM_COLUMNS[1:]}}
+        {"batch": m.batch, "arm": arm, **{k: settings.get(k) for k in ARM_COLUMNS[1:]}}
         for m in manifests
-        for arm, settings in (m.get("arm_settings") or {}).items()
+        for arm, settings in m.arm_settings.items()
     ]
     table = pd.DataFrame(rows, columns=["batch", *ARM_COLUMNS])
     return table if table["batch"].nunique() > 1 else table.drop(columns="batch")
 
 
-def shared_prefix_label(design: dict[str, Any]) -> str | None:
+def shared_prefix_label(design: Design) -> str | None:
     """The sentence that labels uncached ratios diagnostic when every trial's first request shares a cacheable
     head (docs/method.md#isolation), else None.
 
@@ -40,11 +39,11 @@ def shared_prefix_label(design: dict[str, Any]) -> str | None:
     arms plus that sharing. The threshold is the shortest cacheable prompt of the batch's profile and model: a
     shorter shared head can never be read from the cache.
     """
-    shared = design.get("shared_first_prefix_tokens")
+    shared = design.shared_first_prefix_tokens
     if not shared:
         return None
-    profile, model = design.get("profile"), design.get("model")
-    minimum = load_profile(profile).min_tokens_for(str(model)) if profile else 0
+    profile = design.profile
+    minimum = load_profile(profile).min_tokens_for(design.model) if profile else 0
     if shared < minimum:
         return None
     return (

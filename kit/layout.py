@@ -19,15 +19,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import pandas as pd
 
 from kit.design import ParamError
 from kit.errors import InputError
+from kit.records import Design, Manifest, TrialMeta, decode_design, decode_manifest, decode_trial_meta
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGES = ("run", "parse", "analyze", "plot")  # a batch folder holds each stage's executed <stage>.ipynb
 DESIGN_JSON = "design.json"  # in the analysis folder: the analyze stage's design, warnings and baseline
+TRIAL_META = "meta.json"  # in a trial folder, written last: its presence marks the trial complete
 
 
 @dataclass(frozen=True)
@@ -88,10 +91,19 @@ class BatchDir:
         """Completed trial folders (those with a meta.json), in name order."""
         if not self.raw.exists():
             return []
-        return sorted(p for p in self.raw.iterdir() if p.is_dir() and (p / "meta.json").exists())
+        return sorted(p for p in self.raw.iterdir() if p.is_dir() and (p / TRIAL_META).exists())
 
-    def read_manifest(self) -> dict[str, Any]:
-        return orjson.loads(self.manifest.read_bytes())
+    def read_manifest(self) -> Manifest:
+        """The batch's ``manifest.json`` as a record: the one place it is decoded."""
+        return decode_manifest(self.manifest.read_bytes())
+
+    def read_design(self) -> tuple[Design, list[str]]:
+        """The analyze stage's design and warnings (``analysis/design.json``): the one place it is decoded."""
+        return decode_design(self.design.read_bytes())
+
+    def read_trial_meta(self, trial_dir: Path) -> TrialMeta:
+        """A completed trial's ``meta.json`` (``trial_dir`` from :meth:`trial_dirs`) as a record."""
+        return decode_trial_meta((trial_dir / TRIAL_META).read_bytes())
 
 
 def atomic_write(path: Path, writer: Callable[[Path], object]) -> Path:
@@ -115,6 +127,19 @@ def atomic_write(path: Path, writer: Callable[[Path], object]) -> Path:
 def write_json(path: Path, obj: Any) -> Path:
     data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     return atomic_write(path, lambda tmp: tmp.write_bytes(data + b"\n"))
+
+
+def write_record(path: Path, record: msgspec.Struct, mask: Callable[[Any], Any] | None = None) -> Path:
+    """A record as JSON (its unset fields left out), through ``mask`` first if given: the run stage masks
+    secrets in the manifest and a trial's meta.json (``kit.redact.redact``)."""
+    obj = msgspec.to_builtins(record)
+    return write_json(path, mask(obj) if mask else obj)
+
+
+def write_design(folder: Path, design: Design, warnings: list[str]) -> Path:
+    """``design.json`` in an analysis folder: the design's fields and the analysis warnings beside them (the
+    plot stage reads both; :meth:`BatchDir.read_design` splits them again)."""
+    return write_json(folder / DESIGN_JSON, {**msgspec.to_builtins(design), "warnings": warnings})
 
 
 def write_text(path: Path, text: str) -> Path:

@@ -140,7 +140,7 @@ def _per_trial(occupancy_trials: pd.DataFrame, category: str) -> pd.Series:
     return rows.set_index(["batch", "arm", "run"])["tokens"]
 
 
-def comparison(
+def _comparison_row(
     occupancy_trials: pd.DataFrame,
     with_arm: str,
     without_arm: str,
@@ -149,7 +149,8 @@ def comparison(
     n_resamples: int = 10_000,
     seed: int = 0,
 ) -> dict:
-    """The with-arm's explore residual over the without-arm's file-access residual, with its interval.
+    """One row of ``occupancy_comparison.csv``: the with-arm's explore residual over the without-arm's
+    file-access residual, with its interval.
 
     The two ways an agent gets the same bytes into its head (docs/method.md#occupancy). The interval is
     ``kit.stats.ratio``'s on per-trial values (paired by run where the runs match), and the fixed overhead
@@ -187,7 +188,7 @@ def comparisons(
     explore = occupancy_trials[occupancy_trials["category"] == "explore tool"]
     with_arms = sorted({str(a) for a, t in explore.groupby("arm")["tokens"] if t.mean() > 0} - {baseline})
     rows = [
-        comparison(occupancy_trials, arm, baseline, confidence=confidence, n_resamples=n_resamples, seed=seed)
+        _comparison_row(occupancy_trials, arm, baseline, confidence=confidence, n_resamples=n_resamples, seed=seed)
         for arm in with_arms
     ]
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

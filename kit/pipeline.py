@@ -237,7 +237,7 @@ def plan(params: dict[str, Any], stages: Sequence[str] = STAGES) -> Plan:
     if "run" in stages:
         arms = _check_run(params, folder)
     else:
-        arms = BatchDir(require_batch(folder, named)).read_manifest()["params"]["arms"]
+        arms = BatchDir(require_batch(folder, named)).read_manifest().params["arms"]
     for stage in stages:
         if stage != "run":
             kit_params.validate({**defaults(stage), **_declared(stage, params)}, kit_params.NOTEBOOKS[stage])

@@ -22,9 +22,10 @@ import mistune
 import pandas as pd
 
 from kit import occupancy_block, stats
-from kit.charts import METRIC_LABELS, grade_summary, n_per_arm
+from kit.charts import METRIC_LABELS, grade_summary
 from kit.design_table import ARM_COLUMNS, shared_prefix_label
 from kit.layout import BatchDir, write_text
+from kit.records import UNSET, Design
 from kit.schema import QUOTA
 
 SIMULATION_BANNER = (
@@ -79,9 +80,8 @@ def interval(lower, upper) -> str:
     return f"{_bound(lo)}–{_bound(hi)}"
 
 
-def _schedule_word(design: dict) -> str:
-    schedule = str(design.get("schedule") or design.get("order") or "")
-    return "blocked" if "block" in schedule.lower() else "interleaved"
+def _schedule_word(design: Design) -> str:
+    return "blocked" if "block" in design.schedule.lower() else "interleaved"
 
 
 def _count_word(n: int) -> str:
@@ -97,11 +97,10 @@ def _n_phrase(row: pd.Series) -> str:
     return f"n = {int(n_arm)} ({row['arm']}) and {int(n_base)} ({row['baseline']}) runs"
 
 
-def _batch_phrase(row: pd.Series, design: dict) -> str:
+def _batch_phrase(row: pd.Series, design: Design) -> str:
     batches = _num(row.get("batches"))
     if math.isnan(batches):
-        batch = design.get("batch")
-        batches = len(batch) if isinstance(batch, list | tuple) else 1
+        batches = len(design.batch) if isinstance(design.batch, list) else 1
     batches = int(batches)
     if str(row.get("label") or "") == STITCH:
         return f"a cross-run stitch of {batches} batches, not one interleaved batch"
@@ -144,7 +143,7 @@ def _metric_rows(ratios: pd.DataFrame, metric: str) -> pd.DataFrame:
     return ratios[(ratios["metric"] == metric) & ratios["estimate"].notna()]
 
 
-def total_sentences(ratios: pd.DataFrame, design: dict, headline: pd.DataFrame | None = None) -> list[str]:
+def total_sentences(ratios: pd.DataFrame, design: Design, headline: pd.DataFrame | None = None) -> list[str]:
     """The headline: one total-token sentence per comparison (docs/method.md#totals: total is cache-independent)."""
     rows = _metric_rows(ratios, "total_tokens")
     if rows.empty and headline is not None:
@@ -155,7 +154,7 @@ def total_sentences(ratios: pd.DataFrame, design: dict, headline: pd.DataFrame |
     ]
 
 
-def uncached_sentences(ratios: pd.DataFrame, design: dict) -> list[str]:
+def uncached_sentences(ratios: pd.DataFrame, design: Design) -> list[str]:
     """Uncached tokens, separately, always with the observed hit rates it was measured at.
 
     Where every trial's first request shares a cacheable head (:func:`kit.design_table.shared_prefix_label`), each
@@ -182,12 +181,12 @@ def uncached_sentences(ratios: pd.DataFrame, design: dict) -> list[str]:
     return sentences
 
 
-def _diagnostic_note(design: dict) -> str:
+def _diagnostic_note(design: Design) -> str:
     """' (diagnostic: every trial's first request shares its first 1,256 tokens, …)' or '' without a shared head."""
     if shared_prefix_label(design) is None:
         return ""
     return (
-        f" (diagnostic: every trial's first request shares its first {design['shared_first_prefix_tokens']:,} "
+        f" (diagnostic: every trial's first request shares its first {design.shared_first_prefix_tokens:,} "
         "tokens, so another trial's cache can serve them; docs/method.md#isolation)"
     )
 
@@ -216,13 +215,13 @@ def _runs_needed_sentences(ratios: pd.DataFrame, trials: pd.DataFrame) -> list[s
     return out
 
 
-def _ratios_from_headline(headline: pd.DataFrame, design: dict) -> pd.DataFrame:
+def _ratios_from_headline(headline: pd.DataFrame, design: Design) -> pd.DataFrame:
     """Ratio rows rebuilt from headline.csv when ratios.csv has no total-token row."""
     ratio_col = next((c for c in ("ratio", "ratio_vs_baseline") if c in headline.columns), None)
     if ratio_col is None or headline.empty:
         return pd.DataFrame()
     base_rows = headline[headline[ratio_col].isna()]
-    baseline = design.get("baseline") or (str(base_rows["arm"].iloc[0]) if len(base_rows) == 1 else None)
+    baseline = design.baseline or (str(base_rows["arm"].iloc[0]) if len(base_rows) == 1 else None)
     if baseline is None:
         return pd.DataFrame()
     n_base = headline.loc[headline["arm"].astype(str) == baseline, "n"]
@@ -243,7 +242,7 @@ def _ratios_from_headline(headline: pd.DataFrame, design: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def headline_text(headline: pd.DataFrame, ratios: pd.DataFrame, design: dict) -> str:
+def headline_text(headline: pd.DataFrame, ratios: pd.DataFrame, design: Design) -> str:
     """The honest headline, one line each: total-token sentence(s), then uncached sentence(s) apart.
 
     Reused by ``python -m kit batch``; a simulated batch says so on its first line.
@@ -252,7 +251,7 @@ def headline_text(headline: pd.DataFrame, ratios: pd.DataFrame, design: dict) ->
     if not lines:
         lines = ["no total-token comparison between arms is available."]
     lines += uncached_sentences(ratios, design)
-    if design.get("simulated"):
+    if design.simulated:
         lines.insert(0, SIMULATION_BANNER)
     return "\n".join(lines)
 
@@ -260,10 +259,10 @@ def headline_text(headline: pd.DataFrame, ratios: pd.DataFrame, design: dict) ->
 # ---------------------------------------------------------------- warnings
 
 
-def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: dict) -> list[str]:
+def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: Design) -> list[str]:
     """What a reader must discount, derived from the tables themselves."""
     out: list[str] = []
-    if design.get("simulated"):
+    if design.simulated:
         out.append("simulation: the embedded provider and a scripted model produced these numbers.")
     if label := shared_prefix_label(design):
         out.append(label)
@@ -369,28 +368,29 @@ def md_table(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-_DESIGN_ORDER = ["batch", "schedule", "order", "isolation", "simulated", "backend", "model", "models", "versions"]
-# Design keys shown in their own place: the per-arm table, and the Warnings list (analyze folds them in).
+_DESIGN_ORDER = ["batch", "schedule", "order", "isolation", "simulated", "backend", "model", "versions"]
+# Design fields shown in their own place: the per-arm table, and the Warnings list (analyze folds them in).
 _SHOWN_ELSEWHERE = {"arm_settings", "run_warnings"}
 
 
-def _design_table(design: dict) -> str:
-    facts = [k for k in design if k not in _SHOWN_ELSEWHERE]
+def _design_table(design: Design) -> str:
+    """Every design fact as a row, the main ones first; ``stop_rule`` only when the batch had one (design.json
+    leaves it out otherwise)."""
+    facts = [k for k in design.__struct_fields__ if k not in _SHOWN_ELSEWHERE]
+    facts = [k for k in facts if getattr(design, k) is not UNSET]
     keys = [k for k in _DESIGN_ORDER if k in facts] + sorted(k for k in facts if k not in _DESIGN_ORDER)
-    rows = [{"fact": k, "value": design[k]} for k in keys]
-    if n_per_arm(design) is None:
-        rows.append({"fact": "n per arm", "value": "not given"})
+    rows = [{"fact": k, "value": getattr(design, k)} for k in keys]
     return md_table(pd.DataFrame(rows, columns=["fact", "value"]))
 
 
-def _arm_settings_lines(design: dict) -> list[str]:
-    """Each arm as it ran (``design["arm_settings"]``: rows of :func:`kit.design_table.arm_settings`).
+def _arm_settings_lines(design: Design) -> list[str]:
+    """Each arm as it ran (``design.arm_settings``: rows of :func:`kit.design_table.arm_settings`).
 
     An interleaved model, effort or binary-vs-binary comparison differs here and nowhere else in the report;
     a batch recorded before per-arm settings existed has no rows, and no table. Columns are put back in the
     design table's order, since design.json stores each row's keys sorted.
     """
-    rows = pd.DataFrame(design.get("arm_settings") or [])
+    rows = pd.DataFrame(design.arm_settings)
     if rows.empty:
         return []
     columns = ["batch", *ARM_COLUMNS] if "batch" in rows.columns else ARM_COLUMNS
@@ -536,7 +536,7 @@ def _code_mode_row(arm: str, trials: pd.DataFrame) -> dict:
     }
 
 
-def code_mode_section(trials: pd.DataFrame, design: dict) -> list[str]:
+def code_mode_section(trials: pd.DataFrame, design: Design) -> list[str]:
     """How each arm batched its reads when Codex ran Code Mode cells; nothing when no ok trial ran one.
 
     Why a section: under Code Mode the response-level call counts miss batching (several ``tools.*`` calls sit
@@ -547,7 +547,7 @@ def code_mode_section(trials: pd.DataFrame, design: dict) -> list[str]:
         return []
     rows = [_code_mode_row(arm, group) for arm, group in ok.groupby(ok["arm"].astype(str), sort=True)]
     out = ["## Code Mode cells (Codex)", "", CODE_MODE_INTRO, ""]
-    if design.get("simulated"):
+    if design.simulated:
         out += ["These cells were written by the kit's scripted model on the embedded provider: a simulation.", ""]
     out += [md_table(pd.DataFrame(rows)), ""]
     return out + ([quota, ""] if (quota := quota_line(ok)) else [])
@@ -620,7 +620,7 @@ def _figure_lines(batch_dir: Path, figures: dict[str, Path]) -> list[str]:
 def write_report(
     batch_dir: Path,
     *,
-    design: dict,
+    design: Design,
     headline: pd.DataFrame,
     ratios: pd.DataFrame,
     trials: pd.DataFrame,
@@ -639,10 +639,10 @@ def write_report(
     """
     batch_dir = Path(batch_dir)
     batch_dir.mkdir(parents=True, exist_ok=True)
-    batch = design.get("batch", "")
-    batch_text = ", ".join(map(str, batch)) if isinstance(batch, list | tuple) else str(batch)
+    batch = design.batch
+    batch_text = ", ".join(batch) if isinstance(batch, list) else batch
     lines: list[str] = []
-    if design.get("simulated"):
+    if design.simulated:
         lines += [SIMULATION_BANNER, ""]
     lines += [f"# Token-cost report: {batch_text}", ""]
     totals = total_sentences(ratios, design, headline) or ["No total-token comparison between arms is available."]

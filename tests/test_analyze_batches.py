@@ -28,10 +28,10 @@ def three_batches(tmp_path_factory):
 
 def test_cross_batch_ratios_use_every_batch(three_batches, tmp_path):
     result = analyze.analyze_batches(three_batches, baseline="placebo", n_resamples=1_000, out_dir=tmp_path)
-    total = result["ratios"].query("metric == 'total_tokens' and arm == 'batching'").iloc[0]
+    total = result.ratios.query("metric == 'total_tokens' and arm == 'batching'").iloc[0]
     assert total["batches"] == 3 and total["label"] != "cross-run stitch"
     assert total["lower"] < total["estimate"] < total["upper"]
-    assert isinstance(result["design"]["batch"], list) and len(result["design"]["salts"]) == 3
+    assert isinstance(result.design.batch, list) and len(result.design.salts) == 3
 
 
 def test_warmth_invariance_is_checked_with_a_control(three_batches, tmp_path):

@@ -19,6 +19,7 @@ from kit.agents import cli_common, codex
 from kit.agents.base import TrialSpec
 from kit.design import Arm
 from kit.provider.policy import Conversation, Message, ToolCall, ToolSpec
+from kit.records import Design
 from kit.stages import analyze, parse, plot, run
 from kit.tasks import batch_read, tooluse
 from kit.transcripts.codex_rollout import PROMISE_ALL, TOOL_CALL
@@ -132,13 +133,19 @@ TRIALS = pd.DataFrame(
         "exec_promise_all_cells": [0, 1, 2, 1, 0],
     }
 )
-DESIGN = {
-    "batch": "cm",
-    "schedule": "alternate",
-    "isolation": "all",
-    "arms": ["placebo", "batching"],
-    "simulated": True,
-}
+DESIGN = Design(
+    batch="cm",
+    task="batch-read",
+    arms=["placebo", "batching"],
+    runs_per_arm=2,
+    order="alternate",
+    schedule="alternate",
+    isolation="all",
+    backend="codex",
+    endpoint="embedded",
+    model="sim-agent",
+    simulated=True,
+)
 
 
 def _points(ax) -> dict[float, list[float]]:
@@ -195,4 +202,4 @@ def test_batch_read_on_codex_with_code_mode_batches_in_cells(tmp_path, monkeypat
     assert "features.code_mode=true" in json.dumps(meta)
     analyze.analyze_batches([folder], n_resamples=1000, warmth_levels=5)
     published = plot.publish(folder)
-    assert published["figures"]["code_mode_cells"].is_file()
+    assert published.figures["code_mode_cells"].is_file()

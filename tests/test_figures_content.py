@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import matplotlib
+import msgspec
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,6 +21,7 @@ from kit import charts, report
 from kit.layout import BatchDir
 from kit.stages import analyze, plot
 from tests.paths import ROOT
+from tests.test_plots_report import DESIGN
 
 matplotlib.use("Agg")
 
@@ -170,7 +172,7 @@ def test_cycle_growth_mean_counts_a_finished_trial_at_its_total():
             "input_tokens": [100, 200, 300, 50, 50],
         }
     )
-    ax = charts.cycle_growth(requests, {"batch": "x"}).axes[0]
+    ax = charts.cycle_growth(requests, msgspec.structs.replace(DESIGN, batch="x")).axes[0]
     mean = next(line for line in ax.lines if line.get_label() == "a mean (2 trials)")
     np.testing.assert_allclose(mean.get_ydata(), [75, 200, 350])  # t2 ended at 100 and stays there: (600+100)/2
 
@@ -194,9 +196,10 @@ def test_occupancy_figure_only_where_occupancy_is_the_question(name, drawn):
 
 
 def test_an_explore_arm_asks_the_occupancy_question_whatever_the_task():
-    occupancy = _example("occupancy")["occupancy"]
-    assert plot.occupancy_is_the_question({"task": "my-repo"}, occupancy)
-    assert not plot.occupancy_is_the_question({"task": "my-repo"}, occupancy[occupancy["arm"] == "files"])
+    data = _example("occupancy")
+    occupancy, design = data["occupancy"], msgspec.structs.replace(data["design"], task="my-repo")
+    assert plot.occupancy_is_the_question(design, occupancy)
+    assert not plot.occupancy_is_the_question(design, occupancy[occupancy["arm"] == "files"])
 
 
 # ---------------------------------------------------------------- 6. quality parity
@@ -238,15 +241,15 @@ def published(tmp_path_factory) -> dict:
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(root)
         out = plot.publish(Path("terse"))
-        out["report_path"] = plot.report_path(Path("terse"))
-    return {"folder": folder, "savings": savings, **out}
+        report_path = plot.report_path(Path("terse"))
+    return {"folder": folder, "savings": savings, "published": out, "report_path": report_path}
 
 
 def test_publish_returns_paths_relative_to_the_caller(published):
-    assert published["report"] == Path("terse/report.md")
+    assert published["published"].report == Path("terse/report.md")
     assert published["report_path"] == Path("terse/report.md")
-    assert all(not p.is_absolute() for p in published["figures"].values())
-    assert "occupancy_bars" not in published["figures"]
+    assert all(not p.is_absolute() for p in published["published"].figures.values())
+    assert "occupancy_bars" not in published["published"].figures
     assert not (published["folder"] / "figures" / "occupancy_bars.png").exists()
     assert plot.report_path(published["folder"] / "nowhere") is None
 
@@ -285,7 +288,7 @@ def test_report_html_keeps_tables_on_the_page(published):
 
 
 def test_every_published_figure_still_says_simulation(published):
-    for name in published["figures"]:
+    for name in published["published"].figures:
         svg = (published["folder"] / "figures" / f"{name}.svg").read_text()
         assert charts.SIMULATION_CAPTION in svg, name
-    assert published["headline"].splitlines()[0] == report.SIMULATION_BANNER
+    assert published["published"].headline.splitlines()[0] == report.SIMULATION_BANNER

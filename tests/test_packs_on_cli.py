@@ -58,11 +58,11 @@ def test_pack_small_batch_on_a_cli(tmp_path, task, backend):
         assert calls.loc["explore", "calls_other"] == (1 if backend == "claude" else 0)
 
     result = analyze.analyze_batches([folder], n_resamples=1_000, warmth_levels=5)
-    occ = result["occupancy_trials"]
+    occ = result.occupancy_trials
     assert len(occ) == 2 * len(occupancy.CATEGORIES) and occ["tokens"].notna().all()
-    assert result["trials"]["structural_uncached"].notna().all()
+    assert result.trials["structural_uncached"].notna().all()
     published = plot.publish(folder)
-    assert (folder / "figures" / "cycle_growth.png").is_file() and Path(published["report"]).is_file()
+    assert (folder / "figures" / "cycle_growth.png").is_file() and Path(published.report).is_file()
 
     if task == "session-chain":  # with_session: each of the five turns a fresh session, in its own file
         fresh = requests[requests["arm"] == "with_session"]

@@ -11,14 +11,17 @@ import json
 import stat
 from pathlib import Path
 
+import msgspec
 import pandas as pd
 import pytest
 
 from kit import design_table, pipeline
 from kit.agents import cli_common
 from kit.design import ParamError
+from kit.layout import BatchDir
 from kit.stages import parse, run
 from tests.paths import ROOT
+from tests.test_plots_report import DESIGN
 
 CODEX = cli_common.TOOLS_BIN / "codex"
 
@@ -37,8 +40,7 @@ def test_per_arm_model_and_effort_reach_the_requests_and_the_manifest(tmp_path):
         "batching": ["sim-gpt"],
         "placebo": ["sim-agent"],
     }
-    manifest = json.loads((folder / "manifest.json").read_text())
-    rows = design_table.arm_settings([manifest]).set_index("arm")
+    rows = design_table.arm_settings([BatchDir(folder).read_manifest()]).set_index("arm")
     assert rows.loc["batching", ["model", "effort"]].tolist() == ["sim-gpt", "high"]
     assert rows.loc["placebo", "model"] == "sim-agent" and pd.isna(rows.loc["placebo", "effort"])
     assert rows.loc["placebo", "binary"] == "openai" and rows.loc["placebo", "version"]
@@ -89,9 +91,10 @@ def test_binary_vs_binary_on_codex_records_both_binaries(tmp_path):
 
 
 def test_a_shared_cacheable_first_prefix_labels_uncached_ratios_diagnostic():
-    codex = {"shared_first_prefix_tokens": 1256, "profile": "openai-implicit", "model": "gpt-5.4"}
+    codex = msgspec.structs.replace(DESIGN, shared_first_prefix_tokens=1256, profile="openai-implicit", model="gpt-5.4")
     label = design_table.shared_prefix_label(codex)
     assert label.startswith("diagnostic:") and "1,256 tokens" in label and "docs/method.md#isolation" in label
-    assert design_table.shared_prefix_label({**codex, "shared_first_prefix_tokens": 0}) is None
-    assert design_table.shared_prefix_label({**codex, "shared_first_prefix_tokens": 900}) is None  # never cacheable
-    assert design_table.shared_prefix_label({"shared_first_prefix_tokens": None}) is None
+    assert design_table.shared_prefix_label(msgspec.structs.replace(codex, shared_first_prefix_tokens=0)) is None
+    never = msgspec.structs.replace(codex, shared_first_prefix_tokens=900)  # below the minimum: never cacheable
+    assert design_table.shared_prefix_label(never) is None
+    assert design_table.shared_prefix_label(msgspec.structs.replace(DESIGN, shared_first_prefix_tokens=None)) is None

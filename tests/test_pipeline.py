@@ -143,7 +143,9 @@ def test_written_files_follow_the_umask_like_a_plain_open(batch):
 def test_a_failed_stage_keeps_the_earlier_notebook_and_saves_the_failed_one(tmp_path, capfd):
     folder = tmp_path / "b"
     folder.mkdir()
-    (folder / "manifest.json").write_text(json.dumps({"params": {"arms": ["placebo", "batching"]}}))
+    manifest = {"batch": "b", "salt": "s", "params": {"arms": ["placebo", "batching"]}, "simulated": True,
+                "started_at": "2026-12-01T00:00:00+00:00", "status": "complete"}  # fmt: skip
+    (folder / "manifest.json").write_text(json.dumps(manifest))
     (folder / "plot.ipynb").write_text("an earlier, good executed notebook\n")
     with pytest.raises(pipeline.StageFailed, match=r"^stage 'plot' failed: FileNotFoundError: .*design.json: missing"):
         pipeline.execute({"batch": "b", "outputs_dir": str(tmp_path)}, stages=["plot"], progress=False)

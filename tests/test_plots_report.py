@@ -10,6 +10,7 @@ import hashlib
 import re
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,15 +18,22 @@ from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.colors import to_hex
 
 from kit import charts, report
+from kit.records import Design
 
-DESIGN = {
-    "batch": ["b1", "b2", "b3"],
-    "schedule": "balanced",
-    "isolation": "nonce+key",
-    "simulated": True,
-    "n_per_arm": 5,
-    "baseline": "placebo",
-}
+DESIGN = Design(
+    batch=["b1", "b2", "b3"],
+    task="batch-read",
+    arms=[],  # the figures' arms come from their data
+    runs_per_arm=5,
+    order="balanced",
+    schedule="balanced",
+    isolation="nonce+key",
+    backend="sdk-openai",
+    endpoint="embedded",
+    model="sim-model",
+    simulated=True,
+    baseline="placebo",
+)
 
 
 def _trials() -> pd.DataFrame:
@@ -195,7 +203,7 @@ def test_every_figure_states_design_and_simulation(figs):
         assert charts.SIMULATION_CAPTION in text, name
         assert "schedule balanced" in text and "isolation nonce+key" in text, name
         assert "b1" in text and "n = " in text, name
-    real = charts.warmth_vs_ratio(_warmth(), _observed(), {**DESIGN, "simulated": False})
+    real = charts.warmth_vs_ratio(_warmth(), _observed(), msgspec.structs.replace(DESIGN, simulated=False))
     assert charts.SIMULATION_CAPTION not in _texts(real)
 
 
@@ -332,12 +340,12 @@ def test_uncached_is_a_separate_sentence_with_hit_rates():
     assert uncached.startswith("uncached tokens: batching feeds 1.20× fewer uncached input tokens than placebo")
     assert "at observed cache hit rates 91% (batching) and 88% (placebo)" in uncached
     assert uncached.endswith("this figure depends on cache warmth.")
-    real = report.headline_text(_headline(), _ratios(), {**DESIGN, "simulated": False})
+    real = report.headline_text(_headline(), _ratios(), msgspec.structs.replace(DESIGN, simulated=False))
     assert "SIMULATION" not in real
 
 
 def test_headline_falls_back_to_headline_table():
-    text = report.headline_text(_headline(), _ratios().iloc[0:0], {**DESIGN, "simulated": False})
+    text = report.headline_text(_headline(), _ratios().iloc[0:0], msgspec.structs.replace(DESIGN, simulated=False))
     assert text.startswith("batching feeds 1.43× fewer total tokens than placebo (ratio 0.70; 95% CI 1.30–1.56;")
     assert "n = 5 (batching) and 4 (placebo) runs" in text
 
@@ -353,7 +361,7 @@ def test_report_content_and_files(batch_dir):
     ratios = _ratios(values=(-0.12, -0.2, -0.05))
     ratios.loc[ratios["metric"] == "cycles", "label"] = "cross-run stitch"
     ratios.loc[ratios["metric"] == "cycles", "small_n"] = True
-    design = {**DESIGN, "model": "sim-model", "versions": {"codex": "0.169.0"}, "pinned": {"effort": "medium"}}
+    design = msgspec.structs.replace(DESIGN, versions={"codex": "0.169.0"})
     md_path = report.write_report(
         folder, design=design, headline=_headline(), ratios=ratios, trials=_trials(), figures=figures,
         warnings=["given: quote with care"],
@@ -371,7 +379,7 @@ def test_report_content_and_files(batch_dir):
         "one batch without a non-isolated control",
         "| isolation | nonce+key |",
         "| versions | codex=0.169.0 |",
-        "| pinned | effort=medium |",
+        "| model | sim-model |",
         "| batching | 5 | 0 | 0.90 |",  # grade per arm: graded, ungraded, mean
     ):
         assert needle in md, needle
@@ -387,7 +395,7 @@ def test_report_content_and_files(batch_dir):
 def test_report_without_flags_has_no_false_warnings(tmp_path):
     folder = tmp_path
     trials = _trials().assign(status="ok", reason="")
-    design = {**DESIGN, "simulated": False}
+    design = msgspec.structs.replace(DESIGN, simulated=False)
     md = report.write_report(
         folder, design=design, headline=_headline(), ratios=_ratios(), trials=trials, figures={}, warnings=[]
     ).read_text()

@@ -7,13 +7,14 @@ each expected cell can be worked out by hand.
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
-import orjson
 import pandas as pd
 import pytest
 
 from kit import report
-from kit.layout import write_json
+from kit.layout import BatchDir, write_design
+from kit.records import Design, Manifest
 from kit.stages import analyze
 from tests.test_plots_report import DESIGN, _headline, _ratios, _trials
 
@@ -43,7 +44,7 @@ def _code_mode_trials() -> pd.DataFrame:
 
 
 def test_code_mode_section_tables_cells_per_arm_over_ok_trials():
-    lines = report.code_mode_section(_code_mode_trials(), {"simulated": False})
+    lines = report.code_mode_section(_code_mode_trials(), _with(simulated=False))
     assert lines[:3] == ["## Code Mode cells (Codex)", "", report.CODE_MODE_INTRO]
     text = "\n".join(lines)
     assert (
@@ -77,14 +78,14 @@ def test_code_mode_section_only_where_an_ok_trial_ran_a_cell():
     assert report.code_mode_section(_trials(), DESIGN) == []  # no Code Mode columns at all
     no_cells = _code_mode_trials().assign(exec_cells=[0, 0, 0, 0, 7])  # only the failed trial ran cells
     assert report.code_mode_section(no_cells, DESIGN) == []
-    simulated = report.code_mode_section(_code_mode_trials(), {"simulated": True})
+    simulated = report.code_mode_section(_code_mode_trials(), _with(simulated=True))
     assert any("scripted model on the embedded provider: a simulation" in line for line in simulated)
 
 
 def test_unknown_counts_stay_missing_not_zero():
     trials = _code_mode_trials().astype({"function_calls": "Float64"})
     trials["function_calls"] = pd.NA
-    text = "\n".join(report.code_mode_section(trials, {}))
+    text = "\n".join(report.code_mode_section(trials, DESIGN))
     assert "| batching | 2 | 3 | 2.50 | 5 | 3 | — |" in text
 
 
@@ -97,20 +98,26 @@ SETTINGS = [
 ]
 
 
-def _manifest(batch: str, warnings: list[str] | None = None) -> dict:
+def _with(**facts) -> Design:
+    """The report tests' design with some facts changed."""
+    return msgspec.structs.replace(DESIGN, **facts)
+
+
+def _manifest(batch: str, warnings: list[str] | None = None) -> Manifest:
     params = {"task": "batch-read", "arms": ["placebo", "batching"], "runs_per_arm": 5, "order": "balanced",
               "isolation": "all", "backend": "codex", "endpoint": "real", "model": "gpt-5.4",
               "profile": None}  # fmt: skip
     settings = {row["arm"]: {k: v for k, v in row.items() if k != "arm"} for row in SETTINGS}
-    return {"batch": batch, "params": params, "salt": "s", "arm_settings": settings, "warnings": warnings or []}
+    return Manifest(batch=batch, params=params, salt="s", simulated=False, arm_settings=settings,
+                    warnings=warnings or [], started_at="2026-12-01T00:00:00+00:00", status="complete")  # fmt: skip
 
 
 def test_design_records_each_arm_and_the_report_tables_it(tmp_path):
     design = analyze.design_of([_manifest("b1")])
-    assert design["arm_settings"] == SETTINGS
-    write_json(tmp_path / "design.json", design)  # as analyze writes it: each row's keys sorted
-    design = orjson.loads((tmp_path / "design.json").read_bytes())
-    md = _write(tmp_path, {**DESIGN, **design, "simulated": True})
+    assert design.arm_settings == SETTINGS
+    write_design(BatchDir(tmp_path).analysis, design, [])  # as analyze writes it: each row's keys sorted
+    design, _ = BatchDir(tmp_path).read_design()
+    md = _write(tmp_path, msgspec.structs.replace(design, simulated=True, baseline="placebo"))
     assert "| arm | model | effort | binary | version |" in md
     assert "| batching | gpt-5.4 | high | /opt/codex | 0.170.0 |" in md
     assert "| arm_settings |" not in md and "| run_warnings |" not in md  # not repeated as raw facts
@@ -119,22 +126,22 @@ def test_design_records_each_arm_and_the_report_tables_it(tmp_path):
 
 def test_several_batches_name_the_batch_of_each_arm_row():
     design = analyze.design_of([_manifest("b1"), _manifest("b2")])
-    assert [row["batch"] for row in design["arm_settings"]] == ["b1", "b1", "b2", "b2"]
-    shuffled = {"arm_settings": [dict(sorted(row.items())) for row in design["arm_settings"]]}
+    assert [row["batch"] for row in design.arm_settings] == ["b1", "b1", "b2", "b2"]
+    shuffled = _with(arm_settings=[dict(sorted(row.items())) for row in design.arm_settings])
     assert "| batch | arm | model | effort | binary | version |" in "\n".join(report._arm_settings_lines(shuffled))
 
 
 def test_a_batch_without_arm_settings_has_no_table():
-    old = {k: v for k, v in _manifest("b1").items() if k != "arm_settings"}
-    assert analyze.design_of([old])["arm_settings"] == []
-    assert report._arm_settings_lines({"arm_settings": []}) == []
+    old = msgspec.structs.replace(_manifest("b1"), arm_settings={})
+    assert analyze.design_of([old]).arm_settings == []
+    assert report._arm_settings_lines(_with(arm_settings=[])) == []
 
 
 # ---------------------------------------------------------------- 3. shared prefix: uncached ratios diagnostic
 
 
 def test_a_shared_cacheable_prefix_labels_every_uncached_sentence_and_warns(tmp_path):
-    design = {**DESIGN, **CODEX}
+    design = _with(**CODEX)
     (uncached, structural) = report.uncached_sentences(_structural_ratios(), design)
     assert uncached.endswith(
         "this figure depends on cache warmth (diagnostic: every trial's first request shares its first 1,256 "
@@ -150,7 +157,7 @@ def test_a_shared_cacheable_prefix_labels_every_uncached_sentence_and_warns(tmp_
 
 @pytest.mark.parametrize("shared", [0, 900, None])  # 900: below the 1,024-token minimum, never cacheable
 def test_no_label_without_a_cacheable_shared_prefix(shared):
-    design = {**DESIGN, **CODEX, "shared_first_prefix_tokens": shared}
+    design = _with(**{**CODEX, "shared_first_prefix_tokens": shared})
     assert all("diagnostic" not in s for s in report.uncached_sentences(_ratios(), design))
     assert all("diagnostic" not in w for w in report.derived_warnings(_ratios(), _trials(), design))
 
@@ -172,16 +179,16 @@ RETENTION = (
 
 def test_run_stage_warnings_reach_the_report_once(tmp_path):
     design = analyze.design_of([_manifest("b1", [RETENTION]), _manifest("b2", [RETENTION])])
-    assert design["run_warnings"] == [RETENTION]  # the same warning from two batches, once
+    assert design.run_warnings == [RETENTION]  # the same warning from two batches, once
     warnings = analyze._warnings(design)
     assert warnings == [RETENTION]
-    md = _write(tmp_path, {**DESIGN, **design, "simulated": True}, warnings)
+    md = _write(tmp_path, msgspec.structs.replace(design, simulated=True, baseline="placebo"), warnings)
     assert f"- {RETENTION}" in md[md.index("## Warnings") : md.index("## Design")]
-    blocked = analyze._warnings({**design, "schedule": "blocked (BLOCKED: arms separated in time)"})
+    blocked = analyze._warnings(msgspec.structs.replace(design, schedule="blocked (BLOCKED: arms separated in time)"))
     assert blocked[0].startswith("Blocked schedule") and blocked[1:] == [RETENTION]
 
 
-def _write(folder, design: dict, warnings: list[str] | None = None) -> str:
+def _write(folder, design: Design, warnings: list[str] | None = None) -> str:
     return report.write_report(
         folder, design=design, headline=_headline(), ratios=_ratios(), trials=_trials(), figures={},
         warnings=warnings or [],

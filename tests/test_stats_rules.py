@@ -13,7 +13,9 @@ from msgspec.structs import asdict
 
 from kit import report, stats
 from kit.design import ParamError
+from kit.records import Manifest
 from kit.stages.analyze import matched_runs
+from tests.test_plots_report import DESIGN
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "outputs" / "examples" / "batch-read" / "analysis" / "trials.csv"
 
@@ -84,10 +86,14 @@ def test_batch_read_example_headline_stays_within_its_data():
     assert row.paired is False  # one prompt repeated: run indexes match nothing
 
 
+def _manifest(task: dict) -> Manifest:
+    return Manifest(batch="b", salt="s", params={}, simulated=True, task=task, started_at="", status="complete")
+
+
 def test_pairing_needs_a_matched_design():
-    assert matched_runs([{"task": {"task": "terse", "n_prompts": 12}}])
-    assert not matched_runs([{"task": {"task": "batch-read"}}])
-    assert not matched_runs([{"task": {"n_prompts": 12}}, {"task": {"n_prompts": 1}}])
+    assert matched_runs([_manifest({"task": "terse", "n_prompts": 12})])
+    assert not matched_runs([_manifest({"task": "batch-read"})])
+    assert not matched_runs([_manifest({"n_prompts": 12}), _manifest({"n_prompts": 1})])
 
 
 def warmth(ratios: list[float], hits: list[float], runs: int = 5, spread: float = 0.1) -> pd.DataFrame:
@@ -213,9 +219,9 @@ def test_a_per_arm_interval_from_few_runs_says_what_it_cannot_see():
 
 def test_the_report_warns_of_an_interval_resting_on_one_arm():
     rows = pd.DataFrame([asdict(stats.ratio(pack_like(5), m, "a", "b")) for m in ("total_tokens",)])
-    (warning,) = [w for w in report.derived_warnings(rows, pack_like(5), {}) if w.startswith("one-arm interval")]
+    (warning,) = [w for w in report.derived_warnings(rows, pack_like(5), DESIGN) if w.startswith("one-arm interval")]
     assert "a vs b (total_tokens) rests on b's runs alone" in warning and stats.ONE_ARM_NOTE in warning
     plain = pd.DataFrame([asdict(stats.ratio(batch(5, cv=0.5, seed=1), "total_tokens", "a", "b"))])
-    assert not any(w.startswith("one-arm") for w in report.derived_warnings(plain, batch(5), {}))
+    assert not any(w.startswith("one-arm") for w in report.derived_warnings(plain, batch(5), DESIGN))
     older = rows.drop(columns="interval_rests_on")  # a ratios.csv written before the column existed
-    assert not any(w.startswith("one-arm") for w in report.derived_warnings(older, pack_like(5), {}))
+    assert not any(w.startswith("one-arm") for w in report.derived_warnings(older, pack_like(5), DESIGN))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
 import msgspec
 import orjson
@@ -19,11 +19,14 @@ import pandas as pd
 from kit import cachemodel, metrics, occupancy, occupancy_block, pricing, stats
 from kit.design_table import arm_settings
 from kit.errors import InputError
-from kit.layout import DESIGN_JSON, BatchDir, batch_paths, write_json, write_table
+from kit.layout import BatchDir, batch_paths, write_design, write_table
+from kit.records import UNSET, Analysis, Design, Manifest, StopRule
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
     "PRICED",
     "RATIO_METRICS",
+    "Analysis",
+    "Inputs",
     "analyze_batches",
     "batch_paths",
     "design_of",
@@ -38,7 +41,18 @@ RATIO_METRICS = ["total_tokens", "uncached_input_tokens", "structural_uncached",
 PRICED = ["cost_usd", "credits"]
 
 
-def load(batch_dirs: list[Path]) -> dict[str, Any]:
+class Inputs(msgspec.Struct, frozen=True, kw_only=True, eq=False):
+    """The parse stage's tables of every batch analysed together, concatenated, and each batch's manifest."""
+
+    trials: Annotated[pd.DataFrame, msgspec.Meta(description="tables/trials.parquet of every batch")]
+    requests: Annotated[pd.DataFrame, msgspec.Meta(description="tables/requests.parquet of every batch")]
+    segments: Annotated[pd.DataFrame, msgspec.Meta(description="tables/segments.parquet of every batch")]
+    tool_results: Annotated[pd.DataFrame, msgspec.Meta(description="tables/tool_results.parquet of every batch")]
+    events: Annotated[pd.DataFrame | None, msgspec.Meta(description="tables/events.parquet where written, else None")]
+    manifests: Annotated[list[Manifest], msgspec.Meta(description="each batch's manifest.json, in the given order")]
+
+
+def load(batch_dirs: list[Path]) -> Inputs:
     """Tables and manifests of every batch, concatenated."""
     trials, requests, segments, tools, events, manifests = [], [], [], [], [], []
     for path in batch_dirs:
@@ -52,45 +66,46 @@ def load(batch_dirs: list[Path]) -> dict[str, Any]:
         if bd.table("events").exists():
             events.append(pd.read_parquet(bd.table("events")))
         manifests.append(bd.read_manifest())
-    return {
-        "trials": pd.concat(trials, ignore_index=True),
-        "requests": pd.concat(requests, ignore_index=True),
-        "segments": pd.concat(segments, ignore_index=True),
-        "tool_results": pd.concat(tools, ignore_index=True),
-        "events": pd.concat(events, ignore_index=True) if events else None,
-        "manifests": manifests,
-    }
+    return Inputs(
+        trials=pd.concat(trials, ignore_index=True),
+        requests=pd.concat(requests, ignore_index=True),
+        segments=pd.concat(segments, ignore_index=True),
+        tool_results=pd.concat(tools, ignore_index=True),
+        events=pd.concat(events, ignore_index=True) if events else None,
+        manifests=manifests,
+    )
 
 
-def design_of(manifests: list[dict]) -> dict[str, Any]:
+def design_of(manifests: list[Manifest]) -> Design:
     """The design facts every figure and the report state (schedule, isolation, versions, …).
 
     ``arm_settings`` (one row per arm: model, effort, binary, version) and ``run_warnings`` come from the
     manifests because the plot stage reads only ``design.json``, never a manifest.
     """
     first = manifests[0]
-    p = first["params"]
-    return {
-        "batch": [m["batch"] for m in manifests] if len(manifests) > 1 else first["batch"],
-        "task": p["task"],
-        "arms": p["arms"],
-        "runs_per_arm": (first.get("stop_rule") or {}).get("runs_per_arm", p["runs_per_arm"]),  # as grown
-        "order": p["order"],
-        "schedule": p["order"] + (" (BLOCKED: arms separated in time)" if first.get("blocked") else ", run-major"),
-        "isolation": p["isolation"],
-        "isolation_parts": first.get("isolation_parts", []),
-        "backend": p["backend"],
-        "endpoint": p["endpoint"],
-        "model": p["model"],
-        "profile": p.get("profile"),
-        "simulated": any(m.get("simulated") for m in manifests),
-        "true_effect": first.get("task", {}).get("true_effect"),
-        "versions": first.get("versions", {}),
-        "salts": [m["salt"] for m in manifests],
-        "arm_settings": arm_settings(manifests).to_dict("records"),
-        "run_warnings": list(dict.fromkeys(w for m in manifests for w in m.get("warnings") or [])),
-        **({"stop_rule": first["stop_rule"]["reason"]} if first.get("stop_rule") else {}),  # why the batch stopped
-    }
+    p = first.params
+    stop = first.stop_rule if isinstance(first.stop_rule, StopRule) else None
+    return Design(
+        batch=[m.batch for m in manifests] if len(manifests) > 1 else first.batch,
+        task=p["task"],
+        arms=list(p["arms"]),
+        runs_per_arm=stop.runs_per_arm if stop else p["runs_per_arm"],  # as grown
+        order=p["order"],
+        schedule=p["order"] + (" (BLOCKED: arms separated in time)" if first.blocked else ", run-major"),
+        isolation=p["isolation"],
+        isolation_parts=first.isolation_parts,
+        backend=p["backend"],
+        endpoint=p["endpoint"],
+        model=p["model"],
+        profile=p.get("profile"),
+        simulated=any(m.simulated for m in manifests),
+        true_effect=first.task.get("true_effect"),
+        versions=first.versions,
+        salts=[m.salt for m in manifests],
+        arm_settings=arm_settings(manifests).to_dict("records"),
+        run_warnings=list(dict.fromkeys(w for m in manifests for w in m.warnings)),
+        stop_rule=stop.reason if stop else UNSET,  # why the batch stopped
+    )
 
 
 def shared_first_prefix(segments: pd.DataFrame) -> int | None:
@@ -168,32 +183,33 @@ def analyze_batches(
     window_tokens: int = 200_000,
     seed: int = 0,
     out_dir: Path | None = None,
-) -> dict[str, Any]:
+) -> Analysis:
     """Compute and write ``analysis/*.csv`` (into the first batch unless ``out_dir``)."""
     data = load(batch_dirs)
-    design = design_of(data["manifests"])
-    arms = list(design["arms"])
+    design = design_of(data.manifests)
+    arms = list(design.arms)
     baseline = baseline or arms[0]
     if baseline not in arms:
         raise InputError(f"parameter 'baseline': {baseline!r} is not an arm of the batch; accepted: {arms}")
-    trials = _priced(_structural(data["trials"], data["segments"]), data["requests"])
-    design["shared_first_prefix_tokens"] = shared_first_prefix(data["segments"])
+    trials = _priced(_structural(data.trials, data.segments), data.requests)
+    design = msgspec.structs.replace(
+        design, shared_first_prefix_tokens=shared_first_prefix(data.segments), baseline=baseline
+    )
     metrics_used = [*RATIO_METRICS, *[c for c in PRICED if trials[c].notna().any()]]
     if trials["grade"].notna().any():
         metrics_used.append("grade")
     opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed, "allow_stitch": allow_stitch}
-    ratios = stats.ratios(trials, baseline, arms, metrics_used, matched=matched_runs(data["manifests"]), **opts)
-    ratios["simulated"] = design["simulated"]
+    ratios = stats.ratios(trials, baseline, arms, metrics_used, matched=matched_runs(data.manifests), **opts)
+    ratios["simulated"] = design.simulated
     others = [a for a in arms if a != baseline]
-    sweep = data["segments"].assign(segments=data["segments"]["segments_json"].map(orjson.loads))
+    sweep = data.segments.assign(segments=data.segments["segments_json"].map(orjson.loads))
     warmth = cachemodel.warmth_sweep(
-        sweep, (others[0], baseline), levels=warmth_levels, profile=design["profile"] or "openai-implicit", seed=seed
+        sweep, (others[0], baseline), levels=warmth_levels, profile=design.profile or "openai-implicit", seed=seed
     )
     per_trial_occupancy = occupancy.measure(
-        data["requests"], data["tool_results"], events=data["events"], window_tokens=window_tokens
+        data.requests, data.tool_results, events=data.events, window_tokens=window_tokens
     )
-    result = {
-        "design": design,
+    tables = {
         **_occupancy_tables(per_trial_occupancy, baseline, confidence, n_resamples, seed),
         "trials": trials,
         "ratios": ratios,
@@ -201,23 +217,45 @@ def analyze_batches(
         "headline": metrics.headline(trials, baseline, ratios, confidence=confidence, seed=seed),
         "warmth": warmth,
         "observed": observed(trials, others[0], baseline),
-        "warnings": _warnings(design)
-        + trials.attrs.get("pricing_warnings", [])
-        + occupancy_block.warnings(per_trial_occupancy),
-        "window_tokens": window_tokens,
     }
-    result["savings"] = savings(trials, baseline, others, confidence=confidence, n_resamples=n_resamples, seed=seed)
+    warnings = _warnings(design) + trials.attrs.get("pricing_warnings", [])
+    warnings += occupancy_block.warnings(per_trial_occupancy)
+    tables["savings"] = savings(trials, baseline, others, confidence=confidence, n_resamples=n_resamples, seed=seed)
     invariance = _warmth_invariance(trials, baseline, others, confidence)
-    result["warmth_invariance"] = invariance
-    result["warnings"] += [
+    tables["warmth_invariance"] = invariance
+    warnings += [
         f"uncached {r['arm']} vs {r['baseline']}: {r['verdict']}" + (f" ({r['reason']})" if r["reason"] else "")
         for r in invariance.to_dict("records")
         if r["n_batches"] >= 2
     ]
     folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
-    _write(result, folder, baseline)
-    result["occupancy_block"] = occupancy_block.for_batch(folder)  # the tables' own numbers, as the report quotes
-    return result
+    _write(tables, design, warnings, folder)
+    # the tables' own numbers, as the report quotes them
+    return _analysis(tables, design, warnings, window_tokens, occupancy_block.for_batch(folder))
+
+
+def _analysis(
+    tables: dict[str, pd.DataFrame], design: Design, warnings: list[str], window_tokens: int, block: str
+) -> Analysis:
+    """The stage's result as a record, from the tables it wrote (named as their ``analysis/<name>.csv``)."""
+    t = tables
+    return Analysis(
+        design=design,
+        trials=t["trials"],
+        ratios=t["ratios"],
+        arms=t["arms"],
+        headline=t["headline"],
+        warmth=t["warmth"],
+        observed=t["observed"],
+        occupancy=t["occupancy"],
+        occupancy_trials=t["occupancy_trials"],
+        occupancy_comparison=t["occupancy_comparison"],
+        savings=t["savings"],
+        warmth_invariance=t["warmth_invariance"],
+        warnings=warnings,
+        window_tokens=window_tokens,
+        occupancy_block=block,
+    )
 
 
 def _occupancy_tables(
@@ -237,12 +275,12 @@ _TABLES: tuple[str, ...] = ("trials", "ratios", "arms", "headline", "warmth", "o
 _TABLES += ("occupancy_trials", "occupancy_comparison", "warmth_invariance", "savings")
 
 
-def _write(result: dict[str, Any], folder: Path, baseline: str) -> None:
-    """``<table>.csv`` for every table, and ``design.json`` with the warnings and the baseline, into the
-    analysis folder (a batch's ``analysis/``, or ``out_dir``)."""
+def _write(tables: dict[str, pd.DataFrame], design: Design, warnings: list[str], folder: Path) -> None:
+    """``<table>.csv`` for every table, and ``design.json`` (the design, with the baseline, and the warnings),
+    into the analysis folder (a batch's ``analysis/``, or ``out_dir``)."""
     for name in _TABLES:
-        write_table(folder / f"{name}.csv", result[name])
-    write_json(folder / DESIGN_JSON, {**result["design"], "warnings": result["warnings"], "baseline": baseline})
+        write_table(folder / f"{name}.csv", tables[name])
+    write_design(folder, design, warnings)
 
 
 def savings(
@@ -274,20 +312,20 @@ def _warmth_invariance(trials: pd.DataFrame, baseline: str, others: list[str], c
     return pd.DataFrame([{k: getattr(r, k) for k in keys} for r in rows], columns=keys)
 
 
-def matched_runs(manifests: list[dict]) -> bool:
+def matched_runs(manifests: list[Manifest]) -> bool:
     """Whether run i asked the same question in every arm: the pack has a bank of prompts (``n_prompts`` > 1).
 
     Only then may trials pair by run (docs/method.md#intervals); a single prompt repeated makes runs
     independent, and pairing them by index widens the interval for nothing.
     """
-    return all(int((m.get("task") or {}).get("n_prompts") or 1) > 1 for m in manifests)
+    return all(m.n_prompts > 1 for m in manifests)
 
 
-def _warnings(design: dict) -> list[str]:
+def _warnings(design: Design) -> list[str]:
     """Warnings the report cannot derive from the tables (it adds simulation, small-n, stitch itself): the
     schedule, and what the run stage knew before any trial (``manifest["warnings"]``, such as a model offered only
     a long prompt-cache retention, docs/method.md#retention), which no table records."""
     out = []
-    if "BLOCKED" in design["schedule"]:
+    if "BLOCKED" in design.schedule:
         out.append("Blocked schedule: arms ran in separate time blocks, so provider-cache drift is confounded.")
-    return out + list(design.get("run_warnings", []))
+    return out + list(design.run_warnings)

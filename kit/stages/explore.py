@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from kit import cachemodel, charts, stats
 from kit.errors import InputError
 from kit.layout import ROOT, BatchDir, read_csv_as_written
+from kit.records import Design
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
     "TABLES",
@@ -53,7 +54,7 @@ class Batches:
     """Analysed batch folders, keyed by batch id, with their tables concatenated (every row has ``batch``)."""
 
     folders: dict[str, Path]
-    designs: dict[str, dict]
+    designs: dict[str, Design]
     tables: dict[str, pd.DataFrame]
 
     def __getitem__(self, name: str) -> pd.DataFrame:
@@ -88,14 +89,13 @@ def _batch_folders(pattern: str | Path | Sequence[str | Path], root: str | Path 
     return sorted(found)
 
 
-def _batch_id(design: dict) -> str:
-    batch = design.get("batch")
-    return "+".join(map(str, batch)) if isinstance(batch, list | tuple) else str(batch)
+def _batch_id(design: Design) -> str:
+    return "+".join(design.batch) if isinstance(design.batch, list) else design.batch
 
 
-def _read_folder(folder: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
+def _read_folder(folder: Path) -> tuple[Design, dict[str, pd.DataFrame]]:
     bd = BatchDir(folder)
-    design = orjson.loads(bd.design.read_bytes())
+    design, _warnings = bd.read_design()
     frames = {}
     for name in TABLES:
         path = bd.analysis_csv(name)
@@ -113,7 +113,7 @@ def load(pattern: str | Path | Sequence[str | Path], root: str | Path | None = N
     trials and observed keep theirs. A trial read from two folders raises rather than counting twice.
     """
     folders: dict[str, Path] = {}
-    designs: dict[str, dict] = {}
+    designs: dict[str, Design] = {}
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in TABLES}
     for folder in _batch_folders(pattern, root):
         design, frames = _read_folder(folder)
@@ -144,15 +144,15 @@ def overview(b: Batches) -> pd.DataFrame:
     r = b["ratios"]
     rows = []
     for (batch, comparison), g in r.groupby(["batch", "comparison"], sort=True):
-        design = b.designs.get(batch, {})
+        design = b.designs.get(batch)
         by_metric = {m: row for m, row in g.set_index("metric").iterrows()}
         row = {
             "batch": batch,
-            "task": design.get("task"),
+            "task": design.task if design else None,
             "comparison": comparison,
-            "schedule": design.get("schedule"),
-            "isolation": design.get("isolation"),
-            "simulated": design.get("simulated"),
+            "schedule": design.schedule if design else None,
+            "isolation": design.isolation if design else None,
+            "simulated": design.simulated if design else None,
         }
         for metric, short in (("total_tokens", "total"), ("uncached_input_tokens", "uncached")):
             m = by_metric.get(metric)
@@ -209,23 +209,23 @@ def _pair(b: Batches, arm_a: str | None, arm_b: str | None) -> tuple[str, str]:
     )
 
 
-def _merged_design(b: Batches, batches: list[str], arms: tuple[str, str]) -> dict:
-    """What the cross-batch figure states: the batches, their schedules and isolations, n per arm."""
+def _merged_design(b: Batches, batches: list[str], arms: tuple[str, str]) -> tuple[Design, dict[str, int]]:
+    """What the cross-batch figure states: the batches, their schedules and isolations (the first batch's
+    design for the rest), and n per arm as the loaded trials count it."""
     designs = [b.designs[x] for x in batches]
-
-    def joined(key: str) -> str:
-        return "; ".join(dict.fromkeys(str(d.get(key)) for d in designs)) or "not given"
-
+    schedule = "; ".join(dict.fromkeys(d.schedule for d in designs)) or "not given"
+    isolation = "; ".join(dict.fromkeys(d.isolation for d in designs)) or "not given"
     trials = b["trials"]
     ok = trials[trials["batch"].isin(batches) & (trials["status"] == "ok") & trials["arm"].isin(arms)]
-    return {
-        "batch": batches,
-        "arms": list(arms),
-        "schedule": joined("schedule"),
-        "isolation": joined("isolation"),
-        "n_per_arm": {arm: int((ok["arm"] == arm).sum()) for arm in arms},
-        "simulated": any(d.get("simulated") for d in designs),
-    }
+    merged = msgspec.structs.replace(
+        designs[0],
+        batch=batches,
+        arms=list(arms),
+        schedule=schedule,
+        isolation=isolation,
+        simulated=any(d.simulated for d in designs),
+    )
+    return merged, {arm: int((ok["arm"] == arm).sum()) for arm in arms}
 
 
 def _pooled_warmth(b: Batches, arms: tuple[str, str], batches: list[str], seed: int = 0) -> pd.DataFrame:
@@ -234,7 +234,7 @@ def _pooled_warmth(b: Batches, arms: tuple[str, str], batches: list[str], seed: 
     Trial ids repeat across batches (r00-placebo …), so they are prefixed with the batch; each trial
     stays its own cache domain, as in :func:`kit.stages.analyze.analyze_batches`.
     """
-    profiles = {b.designs[x].get("profile") or "openai-implicit" for x in batches}
+    profiles = {b.designs[x].profile or "openai-implicit" for x in batches}
     if len(profiles) != 1:
         raise InputError(f"pooled warmth: the batches use different cache profiles {sorted(profiles)}; pool one")
     segments = pd.concat(
@@ -272,7 +272,8 @@ def warmth_figure(
         if curve not in with_curve:
             raise InputError(f"parameter 'curve': {curve!r} has no {arm_a}/{arm_b} sweep; accepted: {with_curve}")
         source, warmth = f"batch {curve}", warmth[warmth["batch"] == curve]
-    fig = charts.warmth_vs_ratio(warmth, observed, _merged_design(b, points or with_curve, (arm_a, arm_b)))
+    design, n = _merged_design(b, points or with_curve, (arm_a, arm_b))
+    fig = charts.warmth_vs_ratio(warmth, observed, design, n=n)
     ax = fig.axes[0]
     for line in ax.lines:
         label = str(line.get_label())

@@ -272,7 +272,7 @@ def views(req: pd.DataFrame, group_by: list[str] | tuple[str, ...] = VIEWS) -> d
     return {by: usage(req, by) for by in group_by}
 
 
-def totals(req: pd.DataFrame) -> dict[str, Any]:
+def totals(req: pd.DataFrame) -> dict[str, int]:
     """The history's sums: what the parse stage's totals and ccusage's report for the same files."""
     out = {c: int(req[c].sum()) for c in ("input_tokens", "cache_read_tokens", "cache_write_tokens")}
     out |= {c: int(req[c].sum()) for c in ("uncached_input_tokens", "output_tokens", "total_tokens")}
@@ -582,7 +582,7 @@ class Result:
     """Everything the report shows, and what is written under the output folder."""
 
     history: History
-    totals: dict[str, Any]
+    totals: dict[str, int]  # sum name -> tokens, requests, sessions or files
     views: dict[str, pd.DataFrame]
     sessions: pd.DataFrame
     occupancy: pd.DataFrame

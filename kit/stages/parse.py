@@ -58,9 +58,9 @@ def _trial_meta(bd: BatchDir) -> pd.DataFrame:
     """One row per completed trial (failed ones included) from ``raw/<trial_id>/meta.json``."""
     rows = []
     for tdir in bd.trial_dirs():
-        meta = orjson.loads((tdir / "meta.json").read_bytes())
-        row = {c: meta.get(c) for c in META_COLUMNS}
-        row["isolation"] = ",".join(meta.get("isolation") or []) or "none"
+        meta = bd.read_trial_meta(tdir)
+        row = {c: getattr(meta, c) for c in META_COLUMNS}
+        row["isolation"] = ",".join(meta.isolation) or "none"
         rows.append(row)
     df = pd.DataFrame(rows, columns=META_COLUMNS)
     return df.astype({"run": "Int64", "order_index": "Int64", "grade": "Float64", "wall_s": "Float64"})

@@ -11,17 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
-import orjson
 import pandas as pd
 
 from kit import charts, report
 from kit.layout import BatchDir, batch_path, read_csv_as_written, shown
+from kit.records import Design, Published
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
     "CODE_MODE_FIGURES",
     "FIGURES",
     "OCCUPANCY_FIGURES",
     "OCCUPANCY_TASKS",
+    "Published",
     "batch_figures",
     "batch_path",
     "code_mode_ran",
@@ -54,8 +55,7 @@ CODE_MODE_FIGURES = ("code_mode_cells",)  # after FIGURES, for batches whose tri
 def _read(bd: BatchDir) -> dict[str, Any]:
     if not bd.design.exists():
         raise FileNotFoundError(f"{bd.design}: missing; run the analyze stage on {bd.root} first")
-    design = orjson.loads(bd.design.read_bytes())
-    warnings = design.pop("warnings", [])
+    design, warnings = bd.read_design()
 
     def optional(name: str) -> pd.DataFrame:
         return pd.read_csv(bd.analysis_csv(name)) if bd.analysis_csv(name).exists() else pd.DataFrame()
@@ -76,7 +76,7 @@ def _read(bd: BatchDir) -> dict[str, Any]:
     }
 
 
-def occupancy_is_the_question(design: dict, occupancy: pd.DataFrame) -> bool:
+def occupancy_is_the_question(design: Design, occupancy: pd.DataFrame) -> bool:
     """Whether the batch asks about residual context occupancy, so the occupancy figure belongs in its report.
 
     The rule: the design's task is the occupancy task (``OCCUPANCY_TASKS``), or some arm left output of
@@ -84,7 +84,7 @@ def occupancy_is_the_question(design: dict, occupancy: pd.DataFrame) -> bool:
     batch with tool calls has *some* occupancy, so "nonzero occupancy" would draw it everywhere; in a
     batch-read or terse batch the question is the tokens per answer, and the figure would only distract.
     """
-    if str(design.get("task") or "") in OCCUPANCY_TASKS:
+    if design.task in OCCUPANCY_TASKS:
         return True
     if occupancy.empty or not {"category", "tokens"} <= set(occupancy.columns):
         return False
@@ -109,7 +109,7 @@ def batch_figures(batch_dir: Path) -> tuple[str, ...]:
     return _chosen(_read(BatchDir(batch_dir)))
 
 
-def figures_for(design: dict, occupancy: pd.DataFrame) -> tuple[str, ...]:
+def figures_for(design: Design, occupancy: pd.DataFrame) -> tuple[str, ...]:
     """The figures this batch's report shows, in ``FIGURES`` order."""
     wanted = set(FIGURES)
     if not occupancy_is_the_question(design, occupancy):
@@ -117,17 +117,17 @@ def figures_for(design: dict, occupancy: pd.DataFrame) -> tuple[str, ...]:
     return tuple(name for name in FIGURES if name in wanted)
 
 
-def publish(batch_dir: Path) -> dict[str, Any]:
+def publish(batch_dir: Path) -> Published:
     """Draw the batch's figures (PNG + SVG) and write ``report.md``/``report.html``.
 
-    Returns ``report`` (the markdown path), ``figures`` (name -> PNG) and ``headline`` (text). Figure
+    Returns the report (the markdown path), the figures (name -> PNG) and the headline text. Figure
     files of a figure this batch no longer gets (see :func:`figures_for`) are removed, so a re-run
     leaves no stale figure beside the report.
     """
     batch_dir = Path(batch_dir)
     bd = BatchDir(batch_dir.resolve())
     d = _read(bd)
-    design = d["design"]
+    design: Design = d["design"]
     draw = {
         "warmth_vs_ratio": lambda: charts.warmth_vs_ratio(d["warmth"], d["observed"], design),
         "ratio_forest": lambda: charts.ratio_forest(d["ratios"], design),
@@ -157,11 +157,11 @@ def publish(batch_dir: Path) -> dict[str, Any]:
         arms=d["arms"],
         savings=d["savings"],
     )
-    return {
-        "report": batch_dir / path.name,
-        "figures": {name: BatchDir(batch_dir).figures / png.name for name, png in saved.items()},
-        "headline": report.headline_text(d["headline"], d["ratios"], design),
-    }
+    return Published(
+        report=batch_dir / path.name,
+        figures={name: BatchDir(batch_dir).figures / png.name for name, png in saved.items()},
+        headline=report.headline_text(d["headline"], d["ratios"], design),
+    )
 
 
 def report_path(batch_dir: Path) -> Path | None:
@@ -176,12 +176,12 @@ def report_path(batch_dir: Path) -> Path | None:
     return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
 
 
-def show(published: dict[str, Any]) -> None:
+def show(published: Published) -> None:
     """Display the headline and every figure inline (for the executed notebook and its HTML)."""
     from IPython.display import Image, Markdown, display
 
-    display(Markdown(published["headline"].replace("\n", "\n\n")))
-    for png in published["figures"].values():
+    display(Markdown(published.headline.replace("\n", "\n\n")))
+    for png in published.figures.values():
         display(Image(filename=str(png)))
 
 

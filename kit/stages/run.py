@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import pandas as pd
 from tqdm import tqdm
@@ -52,10 +53,21 @@ from kit.agents.cli_common import resolve_binary, version
 from kit.backends import BACKENDS
 from kit.design import Arm, ParamError, Slot
 from kit.errors import KitError
-from kit.layout import BatchDir, atomic_write, from_root, new_batch_id, sha256_tree, shown, write_json, write_text
+from kit.layout import (
+    TRIAL_META,
+    BatchDir,
+    atomic_write,
+    from_root,
+    new_batch_id,
+    sha256_tree,
+    shown,
+    write_record,
+    write_text,
+)
 from kit.params import RUN, STOP_RULE, did_you_mean, validate
 from kit.provider.policy import Policy
 from kit.provider.service import trial_base_url
+from kit.records import UNSET, Decision, Manifest, StopRule, TrialMeta
 from kit.redact import redact
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
@@ -278,28 +290,30 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
     manifest = _open_manifest(cfg, bd)
     workdirs = _prepare_workdirs(cfg, bd)
     errors: dict[str, str] = {}
-    with _provider(cfg, bd, manifest["salt"]) as (base_url, log_path):
+    with _provider(cfg, bd, manifest.salt) as (base_url, log_path):
         while True:
-            slots = [Slot(**s) for s in manifest["schedule"]]
+            slots = list(manifest.schedule)
             todo = [s for s in slots if _needs_run(bd, s, cfg.params["retry_failed"])]
             _run_slots(cfg, bd, (slots, todo), workdirs, (base_url, log_path), errors, progress)
             if errors or cfg.params["stop"] is None:
                 break
-            if not todo and "reason" in manifest["stop_rule"]:
+            if not todo and _stopped(manifest):
                 break  # a stopped batch resumed with nothing to run: nothing new to look at
-            if not _look(cfg, bd, manifest, progress):
+            manifest, grew = _look(cfg, bd, manifest, progress)
+            if not grew:
                 break
     trials = _trial_table(bd.root, ["simulated"])
-    manifest.update(
+    manifest = msgspec.structs.replace(
+        manifest,
         # endpoint real, but the upstream was the kit's own provider: the batch measured the simulation
-        simulated=bool(manifest["simulated"] or trials["simulated"].fillna(False).astype(bool).any()),
+        simulated=bool(manifest.simulated or trials["simulated"].fillna(False).astype(bool).any()),
         ended_at=_now(),
         status="incomplete" if errors else "complete",
         trial_errors=errors,
         raw_sha256=sha256_tree(bd.raw),
         backend_versions=_backend_versions(bd),
     )
-    write_json(bd.manifest, redact(manifest))
+    _write_manifest(bd, manifest)
     if errors:
         raise RunIncomplete(bd.root, errors)
     return bd.root
@@ -333,18 +347,19 @@ def _run_slots(
     def one(slot: Slot) -> None:
         try:
             meta = _run_trial(cfg, bd, slot, workdirs[slot.arm], *endpoint)
+            status, tokens = meta.status, meta.total_tokens
         except Exception as exc:  # the trial could not be recorded in its folder: say so, go on
-            meta = {"status": "error"}
+            status, tokens = "error", 0
             errors[slot.trial_id] = redact(f"{type(exc).__name__}: {exc}")
         with lock:
-            counters["failed"] += meta["status"] != "ok"
-            counters["tokens"] += meta.get("total_tokens") or 0
+            counters["failed"] += status != "ok"
+            counters["tokens"] += tokens or 0
             bar.set_postfix(failed=counters["failed"], tokens=counters["tokens"])
             bar.update(1)
             counters["done"] += 1
             if lines:
-                print(f"trial {counters['done']}/{len(todo)} {slot.trial_id}: {meta['status']}, "
-                      f"{meta.get('total_tokens') or 0} tokens", flush=True)  # fmt: skip
+                print(f"trial {counters['done']}/{len(todo)} {slot.trial_id}: {status}, "
+                      f"{tokens or 0} tokens", flush=True)  # fmt: skip
 
     pool = ThreadPoolExecutor(max_workers=cfg.params["concurrency"])
     try:
@@ -355,33 +370,42 @@ def _run_slots(
         bar.close()
 
 
-def _look(cfg: RunConfig, bd: BatchDir, manifest: dict[str, Any], progress: bool) -> bool:
+def _stopped(manifest: Manifest) -> bool:
+    """Whether the stop rule has recorded why the batch stopped (it leaves no reason while the batch grows)."""
+    return isinstance(manifest.stop_rule, StopRule) and manifest.stop_rule.reason is not UNSET
+
+
+def _look(cfg: RunConfig, bd: BatchDir, manifest: Manifest, progress: bool) -> tuple[Manifest, bool]:
     """One look of the stop rule at the trials so far (docs/method.md#planning): record every comparison's
-    decision, then extend the schedule by one balanced block (True) or record why the batch stops."""
-    p, record = cfg.params, manifest["stop_rule"]
-    runs = max(s["run"] for s in manifest["schedule"]) + 1
+    decision, then extend the schedule by one balanced block (grew: True) or record why the batch stops."""
+    p, record = cfg.params, manifest.stop_rule
+    if not isinstance(record, StopRule):
+        raise ValueError(f"{shown(bd.manifest)}: no stop_rule record, yet the stop rule looks")
+    runs = max(s.run for s in manifest.schedule) + 1
     decisions = _decisions(p, bd, manifest, runs)
-    record["decisions"] += decisions
     if progress:
         for d in decisions:
-            print(f"look at {runs} runs per arm, {d['arm']} vs {d['baseline']}: {d['reason']}", flush=True)
+            print(f"look at {runs} runs per arm, {d.arm} vs {d.baseline}: {d.reason}", flush=True)
     cap = p["stop"]["max_runs_per_arm"]
-    wanted = any(d["add_block"] for d in decisions)
+    wanted = any(d.add_block for d in decisions)
     grow = wanted and runs < cap
+    reason: str | msgspec.UnsetType = UNSET
     if grow:
-        slots = design.schedule(p["arms"], runs + 1, p["order"], manifest["salt"], p["seed"], p["allow_blocked"])
-        manifest.update(schedule=[s.__dict__ for s in slots], same_arm_predecessors=design.same_arm_predecessors(slots))
-        record.pop("reason", None)
+        slots = design.schedule(p["arms"], runs + 1, p["order"], manifest.salt, p["seed"], p["allow_blocked"])
+        manifest = msgspec.structs.replace(
+            manifest, schedule=slots, same_arm_predecessors=design.same_arm_predecessors(slots)
+        )
     elif wanted:  # the rule's target is not met (or it has not looked yet) but the cap is
-        record["reason"] = f"max_runs_per_arm {cap} reached"
+        reason = f"max_runs_per_arm {cap} reached"
     else:
-        record["reason"] = "; ".join(f"{d['arm']}: {d['reason']}" for d in decisions)
-    record["runs_per_arm"] = runs + grow
-    write_json(bd.manifest, redact(manifest))
-    return grow
+        reason = "; ".join(f"{d.arm}: {d.reason}" for d in decisions)
+    record = StopRule(decisions=[*record.decisions, *decisions], runs_per_arm=runs + grow, reason=reason)
+    manifest = msgspec.structs.replace(manifest, stop_rule=record)
+    _write_manifest(bd, manifest)
+    return manifest, grow
 
 
-def _decisions(p: dict[str, Any], bd: BatchDir, manifest: dict[str, Any], runs: int) -> list[dict[str, Any]]:
+def _decisions(p: dict[str, Any], bd: BatchDir, manifest: Manifest, runs: int) -> list[Decision]:
     """``kit.stats.should_continue`` for every arm against the baseline, as manifest records.
 
     The trials so far are their ``meta.json`` records: ``total_tokens`` there is the provider's count of the
@@ -390,7 +414,7 @@ def _decisions(p: dict[str, Any], bd: BatchDir, manifest: dict[str, Any], runs: 
     from kit import stats
 
     baseline = p["baseline"] or p["arms"][0]  # as analyze chooses it
-    matched = int((manifest.get("task") or {}).get("n_prompts") or 1) > 1  # as analyze.matched_runs pairs runs
+    matched = manifest.n_prompts > 1  # as analyze.matched_runs pairs runs
     trials = _trial_table(bd.root, ["batch", "arm", "run", "status", "total_tokens"])
     out = []
     for arm in p["arms"]:
@@ -398,57 +422,69 @@ def _decisions(p: dict[str, Any], bd: BatchDir, manifest: dict[str, Any], runs: 
             d = stats.should_continue(trials, arm, baseline, p["stop"], matched=matched)
             lower, upper = (v if math.isfinite(v) else None for v in (d.lower, d.upper))  # JSON has no NaN
             out.append(
-                {"scheduled_runs": runs, "arm": arm, "baseline": baseline, "runs_per_arm": d.runs_per_arm,
-                 "lower": lower, "upper": upper, "add_block": d.add_block, "reason": d.reason}
+                Decision(scheduled_runs=runs, arm=arm, baseline=baseline, runs_per_arm=d.runs_per_arm,
+                         lower=lower, upper=upper, add_block=d.add_block, reason=d.reason)
             )  # fmt: skip
     return out
 
 
-def _open_manifest(cfg: RunConfig, bd: BatchDir) -> dict[str, Any]:
-    p = cfg.params
+def _write_manifest(bd: BatchDir, manifest: Manifest) -> None:
+    """``manifest.json``, secrets masked: written at the start, at every look and at the end."""
+    write_record(bd.manifest, manifest, mask=redact)
+
+
+def _open_manifest(cfg: RunConfig, bd: BatchDir) -> Manifest:
+    """The batch's manifest: the recorded one on a resume (checked against the parameters), else a new one."""
     if bd.manifest.exists():
         manifest = bd.read_manifest()
-        check_resume(p, manifest, cfg.arms)
-        manifest["resumed_at"] = [*manifest.get("resumed_at", []), _now()]
+        check_resume(cfg.params, manifest, cfg.arms)
+        resumed = manifest.resumed_at if isinstance(manifest.resumed_at, list) else []
+        manifest = msgspec.structs.replace(manifest, resumed_at=[*resumed, _now()])
     else:
-        salt = p.get("salt") or design.new_salt()
-        runs = p["runs_per_arm"] if p["stop"] is None else max(p["runs_per_arm"], _first_look(p["stop"]))
-        slots = design.schedule(p["arms"], runs, p["order"], salt, p["seed"], p["allow_blocked"])
-        manifest = {
-            "kit_manifest": 1,
-            "batch": p["batch"],
-            "salt": salt,
-            "params": p,
-            "simulated": p["endpoint"] == "embedded",
-            "blocked": p["order"] == "blocked",
-            "task": cfg.pack.describe(),
-            "arms": {a: cfg.arms[a].to_dict() for a in p["arms"]},
-            "arm_settings": arm_settings(cfg),
-            "warnings": list(cfg.warnings),
-            "isolation_parts": sorted(design.isolation_parts(p["isolation"])),
-            "schedule": [s.__dict__ for s in slots],
-            "same_arm_predecessors": design.same_arm_predecessors(slots),
-            "started_at": _now(),
-        }
-        if p["stop"] is not None:  # each look's decisions, and the runs per arm the batch has reached so far
-            manifest["stop_rule"] = {"decisions": [], "runs_per_arm": runs}
-    manifest.update(status="running", versions=provenance.versions())
-    write_json(bd.manifest, redact(manifest))
+        manifest = _new_manifest(cfg)
+    manifest = msgspec.structs.replace(manifest, status="running", versions=provenance.versions())
+    _write_manifest(bd, manifest)
     return manifest
 
 
-def check_resume(params: dict[str, Any], manifest: dict[str, Any], arms: Mapping[str, Arm]) -> None:
+def _new_manifest(cfg: RunConfig) -> Manifest:
+    """A new batch's manifest: its salt, schedule and what it runs; with a stop rule, the first look's runs."""
+    p = cfg.params
+    salt = p.get("salt") or design.new_salt()
+    runs = p["runs_per_arm"] if p["stop"] is None else max(p["runs_per_arm"], _first_look(p["stop"]))
+    slots = design.schedule(p["arms"], runs, p["order"], salt, p["seed"], p["allow_blocked"])
+    return Manifest(
+        batch=p["batch"],
+        salt=salt,
+        params=p,
+        simulated=p["endpoint"] == "embedded",
+        blocked=p["order"] == "blocked",
+        task=cfg.pack.describe(),
+        arms={a: cfg.arms[a].to_dict() for a in p["arms"]},
+        arm_settings=arm_settings(cfg),
+        warnings=list(cfg.warnings),
+        isolation_parts=sorted(design.isolation_parts(p["isolation"])),
+        schedule=slots,
+        same_arm_predecessors=design.same_arm_predecessors(slots),
+        started_at=_now(),
+        # each look's decisions, and the runs per arm the batch has reached so far
+        stop_rule=UNSET if p["stop"] is None else StopRule(runs_per_arm=runs),
+        status="running",
+    )
+
+
+def check_resume(params: dict[str, Any], manifest: Manifest, arms: Mapping[str, Arm]) -> None:
     """Refuse to resume a batch with parameters that define it changed (``IDENTITY``, and each arm's own model,
     effort and binary): its trials would mix two designs. ``kit batch`` calls this before any kernel starts,
     the run stage again."""
-    old = manifest["params"]
+    old = manifest.params
     changed = [k for k in IDENTITY if old.get(k) != params[k]]
     if changed:
         name = changed[0]
         problem = f"batch {params['batch']!r} exists with {name}={old.get(name)!r}"
         raise ParamError(name, problem, "the batch's own value")
     for name in params["arms"]:
-        recorded = (manifest.get("arms") or {}).get(name) or {}
+        recorded = manifest.arms.get(name) or {}
         for key, value in arms[name].settings().items():
             if recorded.get(key) != value:
                 problem = f"batch {params['batch']!r} exists with arm {name!r} {key}={recorded.get(key)!r}"
@@ -476,10 +512,10 @@ def arm_settings(cfg: RunConfig) -> dict[str, dict[str, str | None]]:
 
 
 def _needs_run(bd: BatchDir, slot: Slot, retry_failed: bool) -> bool:
-    meta = bd.trial(slot.trial_id) / "meta.json"
+    meta = bd.trial(slot.trial_id) / TRIAL_META
     if not meta.exists():
         return True
-    return retry_failed and orjson.loads(meta.read_bytes()).get("status") != "ok"
+    return retry_failed and bd.read_trial_meta(meta.parent).status != "ok"
 
 
 def _set_aside(bd: BatchDir, tdir: Path, why: str) -> None:
@@ -578,10 +614,10 @@ def _api_key(cfg: RunConfig) -> str:
     return key
 
 
-def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url: str, log_path: Path) -> dict:
+def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url: str, log_path: Path) -> TrialMeta:
     tdir = bd.trial(slot.trial_id)
     if tdir.exists():
-        failed = (tdir / "meta.json").exists()
+        failed = (tdir / TRIAL_META).exists()
         _set_aside(bd, tdir, "failed" if failed else "incomplete")
     tdir.mkdir(parents=True)
     spec = _trial_spec(cfg, slot, workdir, tdir, trial_base_url(base_url, slot.trial_id))
@@ -596,7 +632,7 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
     copied = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl")
     write_text(tdir / "answer.md", "\n\n---\n\n".join(outcome.answers))
     meta = _trial_meta(cfg, spec, outcome, copied, timing)
-    write_json(tdir / "meta.json", redact(meta))  # written last: its presence marks the trial complete
+    write_record(tdir / TRIAL_META, meta, mask=redact)  # written last: its presence marks the trial complete
     return meta
 
 
@@ -633,42 +669,43 @@ def _trial_spec(cfg: RunConfig, slot: Slot, workdir: Path, tdir: Path, base_url:
 
 def _trial_meta(
     cfg: RunConfig, spec: TrialSpec, outcome: TrialOutcome, copied: CopiedLog, timing: dict[str, Any]
-) -> dict[str, Any]:
+) -> TrialMeta:
     """The trial's record (``meta.json``): what ran, how it ended, its grade and its tokens."""
     p = cfg.params
     grade = _grade(cfg.pack, spec.run, outcome) if outcome.status == "ok" else None
-    return {
-        "kit_trial": 1,
-        "batch": p["batch"],
-        "trial_id": spec.trial_id,
-        "arm": spec.arm.name,
-        "run": spec.run,
-        "order_index": spec.order_index,
-        "nonce": spec.nonce,
-        "isolation": sorted(spec.isolation),
-        "control": spec.arm.control,
+    return TrialMeta(
+        batch=p["batch"],
+        trial_id=spec.trial_id,
+        arm=spec.arm.name,
+        run=spec.run,
+        order_index=spec.order_index,
+        nonce=spec.nonce,
+        isolation=sorted(spec.isolation),
+        control=spec.arm.control,
         # what the client really sent: Codex sends its own thread id, not the kit's key
-        "prompt_cache_key": outcome.versions.get("prompt_cache_key", spec.prompt_cache_key),
-        "cache_bust_tool": spec.cache_bust_tool,
-        "backend": p["backend"],
-        "endpoint": p["endpoint"],
-        "model": spec.model,
-        "effort": spec.effort,
-        "retention": p["retention"],
-        "simulated": p["endpoint"] == "embedded" or copied.upstream_simulated,
-        "workdir": str(spec.workdir),
-        "command": outcome.command,
-        "versions": outcome.versions,
-        **timing,
-        "status": outcome.status,
-        "reason": outcome.reason,
-        "turns": outcome.turns,
-        "cycles": outcome.cycles,
-        "grade": grade.score if grade else None,
-        "grade_detail": grade.detail if grade else "",
-        "transcripts": [*outcome.transcripts, "provider_log.jsonl"],
-        "total_tokens": copied.total_tokens,
-    }
+        prompt_cache_key=outcome.versions.get("prompt_cache_key", spec.prompt_cache_key),
+        cache_bust_tool=spec.cache_bust_tool,
+        backend=p["backend"],
+        endpoint=p["endpoint"],
+        model=spec.model,
+        effort=spec.effort,
+        retention=p["retention"],
+        simulated=p["endpoint"] == "embedded" or copied.upstream_simulated,
+        workdir=str(spec.workdir),
+        command=outcome.command,
+        versions=outcome.versions,
+        started_at=timing["started_at"],
+        ended_at=timing["ended_at"],
+        wall_s=timing["wall_s"],
+        status=outcome.status,
+        reason=outcome.reason,
+        turns=outcome.turns,
+        cycles=outcome.cycles,
+        grade=grade.score if grade else None,
+        grade_detail=grade.detail if grade else "",
+        transcripts=[*outcome.transcripts, "provider_log.jsonl"],
+        total_tokens=copied.total_tokens,
+    )
 
 
 def _grade(pack: tasks.TaskPack, run: int, outcome: TrialOutcome) -> tasks.Grade:
@@ -679,11 +716,11 @@ def _grade(pack: tasks.TaskPack, run: int, outcome: TrialOutcome) -> tasks.Grade
     return pack.grade_for(run, outcome.final_answer)
 
 
-def _backend_versions(bd: BatchDir) -> list[dict]:
+def _backend_versions(bd: BatchDir) -> list[dict[str, str]]:
     """Every distinct backend version set the trials report (CLI versions, SDK versions, pins)."""
-    seen: list[dict] = []
+    seen: list[dict[str, str]] = []
     for tdir in bd.trial_dirs():
-        versions = orjson.loads((tdir / "meta.json").read_bytes()).get("versions") or {}
+        versions = bd.read_trial_meta(tdir).versions
         if versions not in seen:
             seen.append(versions)
     return seen
@@ -719,9 +756,6 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-__all__ = ["RunConfig", "RunIncomplete", "check_resume", "configure", "run_batch"]
-
-
 def schedule_table(batch_dir: Path) -> pd.DataFrame:
     """One line per trial in schedule order: what the run notebook shows when it ends."""
     cols = ["order_index", "trial_id", "arm", "run", "status", "reason", "cycles", "total_tokens", "grade", "wall_s"]
@@ -730,5 +764,6 @@ def schedule_table(batch_dir: Path) -> pd.DataFrame:
 
 def _trial_table(batch_dir: Path, cols: list[str]) -> pd.DataFrame:
     """The ``cols`` of every recorded trial's ``meta.json``, one row per trial."""
-    rows = [orjson.loads((d / "meta.json").read_bytes()) for d in BatchDir(Path(batch_dir)).trial_dirs()]
-    return pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
+    bd = BatchDir(Path(batch_dir))
+    rows = [bd.read_trial_meta(d) for d in bd.trial_dirs()]
+    return pd.DataFrame([{c: getattr(r, c) for c in cols} for r in rows], columns=cols)

@@ -1,0 +1,241 @@
+"""The records the stages hand each other: what a file or a stage's result holds, one field per fact.
+
+Why records and not dicts: a dict's keys are spelled wherever it is read, so one fact grew several
+spellings (``n_per_arm``, ``n``, ``runs_per_arm``) and a typo read ``None`` silently. Each record here
+names its fields once, with a one-line description (``msgspec.Meta``) a reader and the docs can use;
+files decode into them with validation, and the old spellings of files already on disk are mapped in
+the one function that reads each file (``decode_design``, ``decode_manifest``, ``decode_trial_meta``),
+so every other module sees one name per fact. ``kit.layout`` writes them (``write_record``, ``write_design``):
+the JSON keeps today's keys and values, and a key written only once known (``UNSET`` until then) stays absent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+import pandas as pd
+
+from kit.design import Slot
+
+__all__ = [
+    "Analysis",
+    "Decision",
+    "Design",
+    "Manifest",
+    "Published",
+    "StopRule",
+    "TrialMeta",
+    "decode_design",
+    "decode_manifest",
+    "decode_trial_meta",
+    "described",
+]
+
+UNSET = msgspec.UNSET  # a key the file leaves out (written only once known), not a null value
+
+
+def _d(description: str) -> msgspec.Meta:
+    return msgspec.Meta(description=description)
+
+
+class Design(msgspec.Struct, frozen=True, kw_only=True):
+    """The design facts every figure and the report state; ``analysis/design.json`` (with its warnings)."""
+
+    batch: Annotated[str | list[str], _d("batch id, or the ids of every batch analysed together")]
+    task: Annotated[str, _d("the task pack the trials ran")]
+    arms: Annotated[list[str], _d("the arms compared, in the batch's order")]
+    runs_per_arm: Annotated[int, _d("runs per arm as the batch grew (a stop rule may add blocks)")]
+    order: Annotated[str, _d("the schedule parameter: how trials of the arms were ordered")]
+    schedule: Annotated[str, _d("the schedule as the report states it (order, and whether arms were blocked)")]
+    isolation: Annotated[str, _d("the isolation parameter (docs/method.md#isolation)")]
+    isolation_parts: Annotated[list[str], _d("the isolation mechanisms the trials used")] = []
+    backend: Annotated[str, _d("what ran the trials: `sdk-openai`, `sdk-anthropic`, `codex`, `claude`")]
+    endpoint: Annotated[str, _d("`embedded` (the kit's provider) or `real`")]
+    model: Annotated[str, _d("the batch's model parameter")]
+    profile: Annotated[str | None, _d("the cache profile of the provider (kit/data/cache_profiles/)")] = None
+    simulated: Annotated[bool, _d("the embedded provider's scripted model produced the numbers")]
+    true_effect: Annotated[str | None, _d("the effect a simulated task pack builds in, as it states it")] = None
+    versions: Annotated[dict[str, str | None], _d("package and kit versions the run stage recorded")] = {}
+    salts: Annotated[list[str], _d("each batch's salt (the seed of its nonces and schedule)")] = []
+    arm_settings: Annotated[
+        list[dict[str, str | None]], _d("one row per arm as it ran: model, effort, binary, version (and batch)")
+    ] = []
+    run_warnings: Annotated[list[str], _d("what the run stage warned of before any trial, once each")] = []
+    stop_rule: Annotated[
+        str | msgspec.UnsetType, _d("why the stop rule stopped the batch; absent without a stop rule")
+    ] = UNSET
+    shared_first_prefix_tokens: Annotated[
+        int | None, _d("tokens at the head of every trial's first request (docs/method.md#isolation)")
+    ] = None
+    baseline: Annotated[str | None, _d("the arm every ratio divides by")] = None
+
+
+# design.json keys of older kits, mapped at the one reading function
+_OLD_DESIGN_KEYS = {"n_per_arm": "runs_per_arm", "n": "runs_per_arm"}
+
+
+def decode_design(data: bytes) -> tuple[Design, list[str]]:
+    """A ``design.json`` as a ``Design`` and its warnings; older spellings of a key read as today's."""
+    raw = msgspec.json.decode(data)
+    for old, new in _OLD_DESIGN_KEYS.items():
+        if old in raw:
+            value = raw.pop(old)
+            raw.setdefault(new, value)
+    warnings = list(raw.pop("warnings", []) or [])
+    return msgspec.convert(raw, Design), warnings
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """One look of the stop rule at one comparison (``kit.stats.should_continue``, docs/method.md#planning)."""
+
+    scheduled_runs: Annotated[int, _d("runs per arm scheduled when the rule looked")]
+    arm: Annotated[str, _d("the arm compared")]
+    baseline: Annotated[str, _d("the arm it is compared against")]
+    runs_per_arm: Annotated[int, _d("runs per arm the rule estimates the comparison needs")]
+    lower: Annotated[float | None, _d("the interval's lower bound so far (null when not finite)")]
+    upper: Annotated[float | None, _d("the interval's upper bound so far (null when not finite)")]
+    add_block: Annotated[bool, _d("whether the rule asks for another block of runs")]
+    reason: Annotated[str, _d("the rule's reason, as the run stage prints it")]
+
+
+class StopRule(msgspec.Struct, frozen=True, kw_only=True):
+    """The manifest's stop-rule record: each look's decisions and where the batch got to."""
+
+    decisions: Annotated[list[Decision], _d("every look's decisions, in order")] = []
+    runs_per_arm: Annotated[int, _d("runs per arm the batch has reached so far")]
+    reason: Annotated[str | msgspec.UnsetType, _d("why the batch stopped; absent while it grows")] = UNSET
+
+
+class Manifest(msgspec.Struct, frozen=True, kw_only=True):
+    """A batch's ``manifest.json``: its parameters, schedule and provenance, written by the run stage."""
+
+    kit_manifest: Annotated[int, _d("manifest format version")] = 1
+    batch: Annotated[str, _d("batch id: the batch folder's name under `outputs/`")]
+    salt: Annotated[str, _d("the batch's salt: seeds its nonces and schedule")]
+    params: Annotated[dict[str, Any], _d("the run parameters as validated (kit.params)")]
+    simulated: Annotated[bool, _d("the embedded provider's scripted model produced the numbers")]
+    blocked: Annotated[bool, _d("arms ran in separate time blocks (order: blocked)")] = False
+    task: Annotated[dict[str, Any], _d("the task pack's description of itself (name, preset, true effect, …)")] = {}
+    arms: Annotated[dict[str, dict[str, Any]], _d("each arm's definition, by name")] = {}
+    arm_settings: Annotated[
+        dict[str, dict[str, str | None]], _d("per arm, what it ran with: model, effort, binary, version")
+    ] = {}
+    warnings: Annotated[list[str], _d("what a reader must know before the batch runs")] = []
+    isolation_parts: Annotated[list[str], _d("the isolation mechanisms the trials use")] = []
+    schedule: Annotated[list[Slot], _d("every trial in the order it starts")] = []
+    same_arm_predecessors: Annotated[dict[str, int], _d("per arm, trials that followed a trial of the same arm")] = {}
+    started_at: Annotated[str, _d("when the batch started (ISO-8601 time)")]
+    stop_rule: Annotated[StopRule | msgspec.UnsetType, _d("the stop rule's record; absent without one")] = UNSET
+    status: Annotated[str, _d("`running`, `complete` or `incomplete`")]
+    versions: Annotated[dict[str, str | None], _d("package and kit versions at the last (re)start")] = {}
+    resumed_at: Annotated[list[str] | msgspec.UnsetType, _d("when the batch was resumed; absent if never")] = UNSET
+    ended_at: Annotated[str | msgspec.UnsetType, _d("when the batch ended; absent while it runs")] = UNSET
+    trial_errors: Annotated[
+        dict[str, str] | msgspec.UnsetType, _d("trials that could not be recorded, with the error; set at the end")
+    ] = UNSET
+    raw_sha256: Annotated[
+        dict[str, str] | msgspec.UnsetType, _d("sha256 of every raw file, by path under raw/; set at the end")
+    ] = UNSET
+    backend_versions: Annotated[
+        list[dict[str, str]] | msgspec.UnsetType, _d("every distinct version set the trials report; set at the end")
+    ] = UNSET
+
+    @property
+    def n_prompts(self) -> int:
+        """The task pack's number of distinct prompts (1 when it does not say): >1 pairs runs by index."""
+        return int(self.task.get("n_prompts") or 1)
+
+
+def decode_manifest(data: bytes) -> Manifest:
+    """A ``manifest.json`` as a ``Manifest`` (every manifest written so far uses today's keys)."""
+    return msgspec.json.decode(data, type=Manifest)
+
+
+class TrialMeta(msgspec.Struct, frozen=True, kw_only=True):
+    """A trial's ``raw/<trial_id>/meta.json``: what ran, how it ended, its grade and its tokens (written last)."""
+
+    kit_trial: Annotated[int, _d("trial record format version")] = 1
+    batch: Annotated[str, _d("batch id: the batch folder's name under `outputs/`")]
+    trial_id: Annotated[str, _d("trial id, `r<run>-<arm>`")]
+    arm: Annotated[str, _d("arm (configuration under test)")]
+    run: Annotated[int, _d("run index within the batch; the same index pairs the arms' trials")]
+    order_index: Annotated[int, _d("position of the trial in the batch's schedule (docs/method.md#interleaving)")]
+    nonce: Annotated[str, _d("the trial's nonce (docs/method.md#isolation)")]
+    isolation: Annotated[list[str], _d("isolation mechanisms the trial used (none for the control)")] = []
+    control: Annotated[bool, _d("the arm is the non-isolated control (docs/method.md#replication)")] = False
+    prompt_cache_key: Annotated[str | None, _d("the prompt_cache_key the client really sent")] = None
+    cache_bust_tool: Annotated[str | None, _d("name of the trial's cache-busting tool")] = None
+    backend: Annotated[str, _d("what ran the trial: `sdk-openai`, `sdk-anthropic`, `codex`, `claude`")]
+    endpoint: Annotated[str, _d("`embedded` (the kit's provider) or `real`")]
+    model: Annotated[str, _d("the model the trial asked for")]
+    effort: Annotated[str | None, _d("reasoning effort the trial asked for")] = None
+    retention: Annotated[str | None, _d("prompt-cache retention the trial asked for")] = None
+    simulated: Annotated[bool, _d("the embedded provider's scripted model produced the numbers")]
+    workdir: Annotated[str, _d("the folder the agent worked in")] = ""
+    command: Annotated[list[str], _d("the command line that ran the agent (empty on the SDK backends)")] = []
+    versions: Annotated[dict[str, str], _d("the backend's versions (CLI or SDK package)")] = {}
+    started_at: Annotated[str, _d("when the trial started (ISO-8601 time)")]
+    ended_at: Annotated[str, _d("when the trial ended (ISO-8601 time)")]
+    wall_s: Annotated[float, _d("wall-clock duration, seconds")]
+    status: Annotated[str, _d("`ok` or `failed`; failed trials are counted, never averaged in")]
+    reason: Annotated[str, _d("why the trial failed (empty when it finished)")] = ""
+    turns: Annotated[int, _d("user turns the trial sent")] = 0
+    cycles: Annotated[int, _d("model responses in the trial")] = 0
+    grade: Annotated[float | None, _d("answer quality against the task's ground truth (docs/method.md#grading)")] = None
+    grade_detail: Annotated[str, _d("what the grader counted")] = ""
+    transcripts: Annotated[list[str], _d("the trial's transcript files, primary first")] = []
+    total_tokens: Annotated[int, _d("input + output tokens the provider log counts for the trial")] = 0
+
+
+def decode_trial_meta(data: bytes) -> TrialMeta:
+    """A trial's ``meta.json`` as a ``TrialMeta`` (every meta.json written so far uses today's keys)."""
+    return msgspec.json.decode(data, type=TrialMeta)
+
+
+class Analysis(msgspec.Struct, frozen=True, kw_only=True, eq=False):
+    """What the analyze stage computed (and wrote under ``analysis/``): the analyze notebook shows it."""
+
+    design: Annotated[Design, _d("the design facts, as analysis/design.json holds them")]
+    trials: Annotated[pd.DataFrame, _d("analysis/trials.csv: one row per trial, priced and structural")]
+    ratios: Annotated[pd.DataFrame, _d("analysis/ratios.csv: every arm against the baseline, per metric")]
+    arms: Annotated[pd.DataFrame, _d("analysis/arms.csv: each arm's means with intervals")]
+    headline: Annotated[pd.DataFrame, _d("analysis/headline.csv: the report's headline table")]
+    warmth: Annotated[pd.DataFrame, _d("analysis/warmth.csv: the uncached ratio across cache warmth")]
+    observed: Annotated[pd.DataFrame, _d("analysis/observed.csv: each batch's hit rates and ratios")]
+    occupancy: Annotated[pd.DataFrame, _d("analysis/occupancy.csv: residual context occupancy per arm")]
+    occupancy_trials: Annotated[pd.DataFrame, _d("analysis/occupancy_trials.csv: occupancy per trial")]
+    occupancy_comparison: Annotated[
+        pd.DataFrame, _d("analysis/occupancy_comparison.csv: explore residual against file access")
+    ]
+    savings: Annotated[pd.DataFrame, _d("analysis/savings.csv: per-prompt savings (docs/method.md#savings)")]
+    warmth_invariance: Annotated[
+        pd.DataFrame, _d("analysis/warmth_invariance.csv: does the uncached ratio move with hit rates")
+    ]
+    warnings: Annotated[list[str], _d("every warning of the analysis, as design.json and the report list them")]
+    window_tokens: Annotated[int, _d("the context window occupancy is measured against")]
+    occupancy_block: Annotated[str, _d("the printed occupancy block, quoting the tables' own numbers")]
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The table written as ``analysis/<name>.csv``."""
+        table: pd.DataFrame = getattr(self, name)
+        return table
+
+
+class Published(msgspec.Struct, frozen=True, kw_only=True):
+    """What the plot stage wrote: the report, each figure's PNG, and the headline text."""
+
+    report: Annotated[Path, _d("the report's markdown file, as the caller gave the batch folder")]
+    figures: Annotated[dict[str, Path], _d("figure name -> its PNG, for the figures this batch shows")]
+    headline: Annotated[str, _d("the headline sentences the report opens with")]
+
+
+def described(record: type[msgspec.Struct]) -> dict[str, str]:
+    """Each field of ``record`` with its description (the docs' field list; a test checks none is missing)."""
+    hints = msgspec.structs.fields(record)
+    out = {}
+    for f in hints:
+        metas = [m for m in getattr(f.type, "__metadata__", ()) if isinstance(m, msgspec.Meta)]
+        out[f.name] = metas[0].description if metas and metas[0].description else ""
+    return out
