@@ -23,14 +23,17 @@ The target (a median error <= 2% and a reported error bar that agrees) is not me
 - preset large, 2 runs per arm: Claude Code 2.1% (11.3 / 1.5), Codex 6.2% (31.0 / 3.2).
 
 Two causes, docs/method.md#calibration: every gap also carries the response's own blocks, ~70 tokens per
-call on Claude Code and ~185 on Codex for 60-150 characters (mostly framing), which deflates the ratio; usage
-cannot tell that framing from the result's (each call brings one result), and a per-block term fitted
+call on Claude Code and ~185 on Codex for 60-150 characters (mostly framing), which deflates the ratio;
+usage cannot tell that framing from the result's (each call brings one result), and a per-block term fitted
 beside the ratio trades framing for slope, because on this pack larger results are denser. And results
-differ in density (3.3-4.3 chars/token net of framing), which no single ratio follows: even the best
-ratio per trial in hindsight leaves a median error of ~6% on the small preset (~2.6% large), ~3% (1.6-1.8%)
-with each result's exact framing added. So <= 2% per result is out of reach on the small preset for any
-per-trial proportional price. What holds is asserted: the log's results are the table's, one to one, and
-the error stays under the ceiling measured today (a regression guard, not the target).
+differ in density (3.3-4.3 chars/token net of framing), which no single ratio follows: even the best ratio
+per trial in hindsight leaves a median error of ~6% on the small preset (~2.6% large), ~3% (1.6-1.8%) with
+each result's exact framing added. So <= 2% per result is out of reach on the small preset for any per-trial
+proportional price. Calibrating on each block's characters as the client wrote it (JSON with keys and ids,
+from the transcripts; not supplied by the readers yet) instead of content characters was prototyped on the
+same batches: 5.2% / 6.8% (small), 1.7% / 2.4% (large), Claude Code / Codex. What holds is asserted: the
+log's results are the table's, one to one, and the error stays under the ceiling measured today (a
+regression guard, not the target).
 """
 
 from __future__ import annotations
