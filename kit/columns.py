@@ -3,8 +3,9 @@
 Why in code: a hand-written column list drifts the moment a stage gains a column. Here the column
 lists come from the modules that write the tables wherever such a list exists (``kit.schema``,
 ``kit.metrics``, ``kit.stages.parse``, ``kit.occupancy``, ``kit.stages.analyze``), and each column needs a one-line
-meaning and a unit below, or building the dictionary fails. Columns that are fields of a ``kit.stats`` record
-(``Comparison``, ``Savings``, ``WarmthInvariance``) take both from the field's description, written once there.
+meaning and a unit below, or building the dictionary fails. Columns that are fields of a record (``kit.stats``'s
+``Comparison``, ``Savings``, ``WarmthInvariance``; ``kit.records.TrialMeta``) take both from the field's description,
+written once there.
 ``tests/test_docs.py`` checks that ``docs/tables.md`` is exactly :func:`render`'s output and that every column of
 the committed example batches is described. Regenerate with ``python -m kit.columns > docs/tables.md``.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kit import metrics, occupancy, occupancy_block, schema, stats
+from kit import metrics, occupancy, occupancy_block, records, schema, stats
 from kit.stages import analyze, history, parse
 from kit.transcripts._tools import CATEGORIES
 
@@ -40,15 +41,13 @@ class Table:
 
 
 # The columns that are fields of kit.stats's records, described on the fields.
-_COMPARISON = stats.Comparison.docs()
-_SAVINGS = stats.Savings.docs()
-_WARMTH = stats.WarmthInvariance.docs()
+_COMPARISON = records.docs(stats.Comparison)
+_SAVINGS = records.docs(stats.Savings)
+_WARMTH = records.docs(stats.WarmthInvariance)
+_TRIAL = records.docs(records.TrialMeta)  # the trial columns the run stage writes in meta.json
 
 # Meanings shared by every table that has the column; a table overrides where its column differs.
 _COMMON: dict[str, tuple[str, str]] = {
-    "batch": ("batch id: the batch folder's name under `outputs/`", "id"),
-    "run": ("run index within the batch; the same index pairs the arms' trials", "index from 0"),
-    "trial_id": ("trial id, `r<run>-<arm>`", "id"),
     "turn": ("user prompt the response answers, within its trial", "index from 1"),
     "cycle": (
         "model response within the trial, across all its transcript files in start order",
@@ -57,7 +56,6 @@ _COMMON: dict[str, tuple[str, str]] = {
     "file_cycle": ("model response within its own transcript file (`cycle` counts across the trial)", "index from 0"),
     "file_role": ("whose context window the file's responses fill: `main`, `subagent` or `compaction`", "text"),
     "sidechain": ("the response belongs to a subagent or a compaction request, not the main conversation", "boolean"),
-    "backend": ("what ran the trial: `sdk-openai`, `sdk-anthropic`, `codex`, `claude`, `snapshot`", "text"),
     "model": ("model name as the source reports it", "text"),
     "source_format": ("transcript format the row was read from (`kit.transcripts.FORMATS`)", "text"),
     "source_path": ("file the row was read from (in a batch's tables: relative to the batch folder)", "path"),
@@ -93,18 +91,10 @@ _COMMON: dict[str, tuple[str, str]] = {
     "usage_known": ("false where the source gave no usage: token counts are then missing, never zero", "boolean"),
     "started_at": ("when the response (or trial) started", "ISO-8601 time"),
     "wall_s": ("wall-clock duration", "seconds"),
-    "order_index": ("position of the trial in the batch's schedule (docs/method.md#interleaving)", "index from 0"),
-    "status": ("`ok` or `failed`; failed trials are counted, never averaged in", "text"),
-    "reason": ("why the trial failed (empty when it finished)", "text"),
-    "grade": ("answer quality against the task's ground truth (docs/method.md#grading)", "fraction 0–1"),
-    "grade_detail": ("what the grader counted", "text"),
     "isolation": (
         "isolation mechanisms applied, comma-separated, or `none` (docs/method.md#isolation)",
         "text",
     ),
-    "control": ("the arm is the non-isolated control (docs/method.md#replication)", "boolean"),
-    "simulated": ("the embedded provider's scripted model produced the numbers", "boolean"),
-    "cycles": ("model responses in the trial", "count"),
     "hit_rate": ("cache reads / input tokens", "fraction 0–1"),
     "calls_per_response": ("tool calls per response, over responses that called a tool", "count"),
     "multi_call_share": ("share of tool-calling responses that made two or more calls", "fraction 0–1"),
@@ -114,6 +104,24 @@ _COMMON: dict[str, tuple[str, str]] = {
     ),
     "cost_usd": ("price at the dated API rate card for the model (`kit/data/rates/`); empty when unpriced", "USD"),
     "credits": ("price at the Codex credit rate card; empty when the model has no card row", "credits"),
+    # written once, on kit.records.TrialMeta's fields of the same name
+    **{
+        k: _TRIAL[k]
+        for k in (
+            "batch",
+            "run",
+            "trial_id",
+            "backend",
+            "order_index",
+            "status",
+            "reason",
+            "grade",
+            "grade_detail",
+            "control",
+            "simulated",
+            "cycles",
+        )
+    },
     # written once, on kit.stats.Comparison's fields of the same name
     **{
         k: _COMPARISON[k]

@@ -30,14 +30,38 @@ __all__ = [
     "decode_design",
     "decode_manifest",
     "decode_trial_meta",
-    "described",
+    "docs",
+    "field_doc",
 ]
 
 UNSET = msgspec.UNSET  # a key the file leaves out (written only once known), not a null value
 
 
-def _d(description: str) -> msgspec.Meta:
-    return msgspec.Meta(description=description)
+def field_doc(meaning: str, unit: str = "") -> msgspec.Meta:
+    """A field's one-line description (``Annotated[type, field_doc(...)]``), with the unit of its values where the
+    field is also a table column: ``kit.columns`` builds docs/tables.md from it, so the meaning is written once."""
+    return msgspec.Meta(description=meaning, extra={"unit": unit} if unit else None)
+
+
+_d = field_doc
+
+
+def docs(record: type[msgspec.Struct]) -> dict[str, tuple[str, str]]:
+    """(meaning, unit) of each field of a record (a frozen ``msgspec.Struct`` whose fields are annotated with
+    :func:`field_doc`), in field order, "" where it has none: the docs' text for them. A record becomes a table
+    row through ``msgspec.structs.asdict`` (field name to value, in field order, shallow)."""
+    out = {}
+    for f in msgspec.structs.fields(record):
+        meta = [m for m in getattr(f.type, "__metadata__", ()) if isinstance(m, msgspec.Meta)]
+        meaning = meta[0].description if meta and meta[0].description else ""
+        out[f.name] = (meaning, str((meta[0].extra or {}).get("unit", "")) if meta else "")
+    return out
+
+
+# Facts several records hold, described once.
+_ARM = field_doc("arm (configuration under test)", "id")
+_BATCH = field_doc("batch id: the batch folder's name under `outputs/`", "id")
+_SIMULATED = field_doc("the embedded provider's scripted model produced the numbers", "boolean")
 
 
 class Design(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,7 +79,7 @@ class Design(msgspec.Struct, frozen=True, kw_only=True):
     endpoint: Annotated[str, _d("`embedded` (the kit's provider) or `real`")]
     model: Annotated[str, _d("the batch's model parameter")]
     profile: Annotated[str | None, _d("the cache profile of the provider (kit/data/cache_profiles/)")] = None
-    simulated: Annotated[bool, _d("the embedded provider's scripted model produced the numbers")]
+    simulated: Annotated[bool, _SIMULATED]
     true_effect: Annotated[str | None, _d("the effect a simulated task pack builds in, as it states it")] = None
     versions: Annotated[dict[str, str | None], _d("package and kit versions the run stage recorded")] = {}
     salts: Annotated[list[str], _d("each batch's salt (the seed of its nonces and schedule)")] = []
@@ -112,10 +136,10 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     """A batch's ``manifest.json``: its parameters, schedule and provenance, written by the run stage."""
 
     kit_manifest: Annotated[int, _d("manifest format version")] = 1
-    batch: Annotated[str, _d("batch id: the batch folder's name under `outputs/`")]
+    batch: Annotated[str, _BATCH]
     salt: Annotated[str, _d("the batch's salt: seeds its nonces and schedule")]
     params: Annotated[dict[str, Any], _d("the run parameters as validated (kit.params)")]
-    simulated: Annotated[bool, _d("the embedded provider's scripted model produced the numbers")]
+    simulated: Annotated[bool, _SIMULATED]
     blocked: Annotated[bool, _d("arms ran in separate time blocks (order: blocked)")] = False
     task: Annotated[dict[str, Any], _d("the task pack's description of itself (name, preset, true effect, …)")] = {}
     arms: Annotated[dict[str, dict[str, Any]], _d("each arm's definition, by name")] = {}
@@ -157,34 +181,40 @@ class TrialMeta(msgspec.Struct, frozen=True, kw_only=True):
     """A trial's ``raw/<trial_id>/meta.json``: what ran, how it ended, its grade and its tokens (written last)."""
 
     kit_trial: Annotated[int, _d("trial record format version")] = 1
-    batch: Annotated[str, _d("batch id: the batch folder's name under `outputs/`")]
-    trial_id: Annotated[str, _d("trial id, `r<run>-<arm>`")]
-    arm: Annotated[str, _d("arm (configuration under test)")]
-    run: Annotated[int, _d("run index within the batch; the same index pairs the arms' trials")]
-    order_index: Annotated[int, _d("position of the trial in the batch's schedule (docs/method.md#interleaving)")]
+    batch: Annotated[str, _BATCH]
+    trial_id: Annotated[str, _d("trial id, `r<run>-<arm>`", "id")]
+    arm: Annotated[str, _ARM]
+    run: Annotated[int, _d("run index within the batch; the same index pairs the arms' trials", "index from 0")]
+    order_index: Annotated[
+        int, _d("position of the trial in the batch's schedule (docs/method.md#interleaving)", "index from 0")
+    ]
     nonce: Annotated[str, _d("the trial's nonce (docs/method.md#isolation)")]
     isolation: Annotated[list[str], _d("isolation mechanisms the trial used (none for the control)")] = []
-    control: Annotated[bool, _d("the arm is the non-isolated control (docs/method.md#replication)")] = False
+    control: Annotated[bool, _d("the arm is the non-isolated control (docs/method.md#replication)", "boolean")] = False
     prompt_cache_key: Annotated[str | None, _d("the prompt_cache_key the client really sent")] = None
     cache_bust_tool: Annotated[str | None, _d("name of the trial's cache-busting tool")] = None
-    backend: Annotated[str, _d("what ran the trial: `sdk-openai`, `sdk-anthropic`, `codex`, `claude`")]
+    backend: Annotated[
+        str, _d("what ran the trial: `sdk-openai`, `sdk-anthropic`, `codex`, `claude`, `snapshot`", "text")
+    ]
     endpoint: Annotated[str, _d("`embedded` (the kit's provider) or `real`")]
     model: Annotated[str, _d("the model the trial asked for")]
     effort: Annotated[str | None, _d("reasoning effort the trial asked for")] = None
     retention: Annotated[str | None, _d("prompt-cache retention the trial asked for")] = None
-    simulated: Annotated[bool, _d("the embedded provider's scripted model produced the numbers")]
+    simulated: Annotated[bool, _SIMULATED]
     workdir: Annotated[str, _d("the folder the agent worked in")] = ""
     command: Annotated[list[str], _d("the command line that ran the agent (empty on the SDK backends)")] = []
     versions: Annotated[dict[str, str], _d("the backend's versions (CLI or SDK package)")] = {}
     started_at: Annotated[str, _d("when the trial started (ISO-8601 time)")]
     ended_at: Annotated[str, _d("when the trial ended (ISO-8601 time)")]
     wall_s: Annotated[float, _d("wall-clock duration, seconds")]
-    status: Annotated[str, _d("`ok` or `failed`; failed trials are counted, never averaged in")]
-    reason: Annotated[str, _d("why the trial failed (empty when it finished)")] = ""
+    status: Annotated[str, _d("`ok` or `failed`; failed trials are counted, never averaged in", "text")]
+    reason: Annotated[str, _d("why the trial failed (empty when it finished)", "text")] = ""
     turns: Annotated[int, _d("user turns the trial sent")] = 0
-    cycles: Annotated[int, _d("model responses in the trial")] = 0
-    grade: Annotated[float | None, _d("answer quality against the task's ground truth (docs/method.md#grading)")] = None
-    grade_detail: Annotated[str, _d("what the grader counted")] = ""
+    cycles: Annotated[int, _d("model responses in the trial", "count")] = 0
+    grade: Annotated[
+        float | None, _d("answer quality against the task's ground truth (docs/method.md#grading)", "fraction 0–1")
+    ] = None
+    grade_detail: Annotated[str, _d("what the grader counted", "text")] = ""
     transcripts: Annotated[list[str], _d("the trial's transcript files, primary first")] = []
     total_tokens: Annotated[int, _d("input + output tokens the provider log counts for the trial")] = 0
 
@@ -229,13 +259,3 @@ class Published(msgspec.Struct, frozen=True, kw_only=True):
     report: Annotated[Path, _d("the report's markdown file, as the caller gave the batch folder")]
     figures: Annotated[dict[str, Path], _d("figure name -> its PNG, for the figures this batch shows")]
     headline: Annotated[str, _d("the headline sentences the report opens with")]
-
-
-def described(record: type[msgspec.Struct]) -> dict[str, str]:
-    """Each field of ``record`` with its description (the docs' field list; a test checks none is missing)."""
-    hints = msgspec.structs.fields(record)
-    out = {}
-    for f in hints:
-        metas = [m for m in getattr(f.type, "__metadata__", ()) if isinstance(m, msgspec.Meta)]
-        out[f.name] = metas[0].description if metas and metas[0].description else ""
-    return out

@@ -44,6 +44,7 @@ from scipy import stats as sps
 
 from kit.design import ParamError
 from kit.errors import InputError, KitError
+from kit.records import _ARM, field_doc
 
 STITCH_LABEL = "cross-run stitch"
 MIN_RUNS = 5  # below this many runs per arm there is no interval (docs/method.md#intervals)
@@ -90,14 +91,10 @@ class StitchError(KitError, ValueError):
 # ---------------------------------------------------------------- records: what the public functions return
 
 
-def _doc(meaning: str, unit: str) -> msgspec.Meta:
-    """A field's column doc (``Annotated[type, _doc(...)]``): ``kit.columns`` builds docs/tables.md from it, so a
-    column's meaning is written once, on the record whose field it is."""
-    return msgspec.Meta(description=meaning, extra={"unit": unit})
+_doc = field_doc
 
 
 # Meanings shared by several records' fields (and, through kit.columns, by other tables' columns of the same name).
-_ARM = _doc("arm (configuration under test)", "id")
 _BASELINE = _doc("the arm compared against", "id")
 _METRIC = _doc("the trials-table column compared", "column name")
 _LOWER = _doc("lower bound of the bootstrap interval", "as the estimate")
@@ -111,22 +108,7 @@ def _saving(stat: str) -> msgspec.Meta:
     return _doc(f"{stat} of the per-prompt savings `1 − arm/control`", "fraction")
 
 
-class _Record(msgspec.Struct, frozen=True, kw_only=True):
-    """A result of this module: frozen, every field described; ``msgspec.structs.asdict`` makes it a table row
-    (field name to value, in field order, shallow)."""
-
-    @classmethod
-    def docs(cls) -> dict[str, tuple[str, str]]:
-        """(meaning, unit) of each described field, in field order: the column dictionary's text for them."""
-        out = {}
-        for f in msgspec.structs.fields(cls):
-            meta = [m for m in getattr(f.type, "__metadata__", ()) if isinstance(m, msgspec.Meta)]
-            if meta and meta[0].description and meta[0].extra:
-                out[f.name] = (meta[0].description, str(meta[0].extra["unit"]))
-        return out
-
-
-class Comparison(_Record, frozen=True, kw_only=True):
+class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     """Arm against baseline on one metric (:func:`ratio`): one ``analysis/ratios.csv`` row."""
 
     comparison: Annotated[str, _doc("`<arm> vs <baseline>`", "text")]
@@ -173,7 +155,7 @@ class Comparison(_Record, frozen=True, kw_only=True):
     note: Annotated[str, _NOTE]
 
 
-class Interval(_Record, frozen=True, kw_only=True):
+class Interval(msgspec.Struct, frozen=True, kw_only=True):
     """One arm's mean with its interval (:func:`mean_interval`); NaN bounds, an empty method and a note when none."""
 
     mean: Annotated[float, _doc("mean of the values", "as the values")]
@@ -183,7 +165,7 @@ class Interval(_Record, frozen=True, kw_only=True):
     note: Annotated[str, _NOTE]
 
 
-class Savings(_Record, frozen=True, kw_only=True):
+class Savings(msgspec.Struct, frozen=True, kw_only=True):
     """Per-prompt savings of an arm over a control, summarised across prompts (:func:`per_prompt_savings`)."""
 
     arm: Annotated[str, _ARM]
@@ -202,7 +184,7 @@ class Savings(_Record, frozen=True, kw_only=True):
     note: Annotated[str, _NOTE]
 
 
-class WarmthInvariance(_Record, frozen=True, kw_only=True, eq=False):  # a table field has no ==
+class WarmthInvariance(msgspec.Struct, frozen=True, kw_only=True, eq=False):  # a table field has no ==
     """Whether an arm's ratio to the baseline moves with cache warmth across batches (:func:`warmth_invariance`)."""
 
     arm: Annotated[str, _ARM]

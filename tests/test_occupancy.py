@@ -10,6 +10,7 @@ import pytest
 
 from kit import charts, transcripts
 from kit import occupancy as occ
+from kit.records import Design
 from tests.paths import FIXTURES as TEST_FIXTURES
 
 FIXTURES = TEST_FIXTURES / "transcripts"
@@ -248,7 +249,11 @@ def test_trials_batches_unknown_usage_and_summary():
     assert summ.set_index(["arm", "category"]).loc[("b", "explore tool"), "tokens"] == pytest.approx(720)
     full = occ.arm_means(out, parts_only=False)
     assert set(full["category"]) == set(occ.CATEGORIES)
-    fig = charts.occupancy_bars(summ, {"arms": ["a", "b"], "simulated": True})
+    design = Design(
+        batch="b1", task="occupancy", arms=["a", "b"], runs_per_arm=1, order="alternate", schedule="alternate",
+        isolation="all", backend="sdk-openai", endpoint="embedded", model="sim-agent", simulated=True,
+    )  # fmt: skip
+    fig = charts.occupancy_bars(summ, design)
     assert fig.axes[0].get_ylabel() == "tokens resident at end of session"
 
 

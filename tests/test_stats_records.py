@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from msgspec.structs import asdict
 
-from kit import columns, stats
+from kit import columns, records, stats
 
 RECORDS = (stats.Comparison, stats.Interval, stats.Savings, stats.WarmthInvariance)
 
@@ -30,7 +30,7 @@ def _table(path: str) -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
 def test_every_field_has_a_one_line_description_and_a_unit(record: type[msgspec.Struct]):
     names = [f.name for f in msgspec.structs.fields(record)]
-    docs = record.docs()  # type: ignore[attr-defined]
+    docs = records.docs(record)
     assert list(docs) == names, f"{record.__name__}: fields without a description: {set(names) - set(docs)}"
     for name, (meaning, unit) in docs.items():
         assert meaning.strip() and unit.strip() and "\n" not in meaning, (record.__name__, name)
@@ -42,14 +42,14 @@ def test_records_are_frozen(record: type[msgspec.Struct]):
 
 
 def test_ratios_csv_columns_are_the_comparison_fields_with_their_descriptions():
-    assert _table("analysis/ratios.csv") == stats.Comparison.docs()
+    assert _table("analysis/ratios.csv") == records.docs(stats.Comparison)
 
 
 def test_savings_and_warmth_columns_take_the_records_descriptions():
     savings = _table("analysis/savings.csv")
-    assert {k: v for k, v in savings.items() if k in stats.Savings.docs()} == stats.Savings.docs()
+    assert {k: v for k, v in savings.items() if k in records.docs(stats.Savings)} == records.docs(stats.Savings)
     warmth = _table("analysis/warmth_invariance.csv")
-    assert warmth == {k: v for k, v in stats.WarmthInvariance.docs().items() if k not in ("metric", "per_batch")}
+    assert warmth == {k: v for k, v in records.docs(stats.WarmthInvariance).items() if k not in ("metric", "per_batch")}
 
 
 def test_columns_py_does_not_repeat_a_record_fields_description():
@@ -59,7 +59,8 @@ def test_columns_py_does_not_repeat_a_record_fields_description():
         for node in ast.walk(ast.parse(inspect.getsource(columns)))
         if isinstance(node, ast.Constant) and isinstance(node.value, str)
     }
-    repeated = {m for r in RECORDS for m, _ in r.docs().values()} & literals  # type: ignore[attr-defined]
+    described = (*RECORDS, records.TrialMeta, records.Design, records.Manifest)
+    repeated = {m for r in described for m, _ in records.docs(r).values()} & literals
     assert not repeated, f"kit/columns.py repeats record field descriptions: {sorted(repeated)}"
 
 
@@ -75,9 +76,9 @@ def test_a_record_becomes_a_row_with_its_fields_in_order():
         }
     )
     c = stats.ratio(trials, "total_tokens", "a", "b")
-    assert list(asdict(c)) == list(stats.Comparison.docs())
+    assert list(asdict(c)) == list(records.docs(stats.Comparison))
     assert asdict(c)["estimate"] == c.estimate
-    assert list(stats.ratios(trials, "b", ["a"], ["total_tokens"]).columns) == list(stats.Comparison.docs())
+    assert list(stats.ratios(trials, "b", ["a"], ["total_tokens"]).columns) == list(records.docs(stats.Comparison))
     with pytest.raises(AttributeError):
         c.estimate = 1.0  # type: ignore[misc]
 
