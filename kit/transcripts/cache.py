@@ -694,7 +694,9 @@ def _keys(names: list[str], st: Store) -> dict[str, Key]:
     whole when the file's last change was ``SETTLED_NS`` older than the check: any write since then gave
     the file a later change time (``st_ctime``, which no call can set back), so an equal ``stat`` means
     what an equal CRC would. A file changed shortly before it was checked (a write in the same tick of
-    the file system's clock as the next one could leave every time equal) keeps having its content checked.
+    the file system's clock as the next one could leave every time equal) keeps having its content checked,
+    and so does one whose change time is before its modification time: a file system that does not keep
+    change times (POSIX sets it on every write, so it is never the earlier one).
     """
     keys: dict[str, Key] = {}
     settled = st.settled
@@ -711,7 +713,7 @@ def _keys(names: list[str], st: Store) -> dict[str, Key]:
         checked = time.time_ns()
         with suppress(OSError):
             key = keys[name] = file_key(name)
-            if max(key[1], key[2]) < checked - SETTLED_NS:
+            if key[1] <= key[2] < checked - SETTLED_NS:  # a change time before the mtime: not kept (below)
                 settled[name] = key
     return keys
 
