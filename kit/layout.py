@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import orjson
@@ -95,15 +95,27 @@ class BatchDir:
 
     def read_manifest(self) -> Manifest:
         """The batch's ``manifest.json`` as a record: the one place it is decoded."""
-        return decode_manifest(self.manifest.read_bytes())
+        return _decoded(self.manifest, decode_manifest)
 
     def read_design(self) -> tuple[Design, list[str]]:
         """The analyze stage's design and warnings (``analysis/design.json``): the one place it is decoded."""
-        return decode_design(self.design.read_bytes())
+        return _decoded(self.design, decode_design)
 
     def read_trial_meta(self, trial_dir: Path) -> TrialMeta:
         """A completed trial's ``meta.json`` (``trial_dir`` from :meth:`trial_dirs`) as a record."""
-        return decode_trial_meta((trial_dir / TRIAL_META).read_bytes())
+        return _decoded(trial_dir / TRIAL_META, decode_trial_meta)
+
+
+_T = TypeVar("_T")
+
+
+def _decoded(path: Path, decode: Callable[[bytes], _T]) -> _T:
+    """``decode`` of the file's bytes; a file that is not what the kit writes is an error naming the file and the
+    place inside it (``$.field``), never a traceback: raw records are read, not trusted."""
+    try:
+        return decode(path.read_bytes())
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        raise InputError(f"{path}: {error} (expected the {path.name} the run and analyze stages write)") from None
 
 
 def atomic_write(path: Path, writer: Callable[[Path], object]) -> Path:

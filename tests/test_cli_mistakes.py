@@ -74,7 +74,10 @@ def _batch_folder(out: Path) -> None:
     params = {k: demo[k] for k in run.IDENTITY} | {"batch": "mybatch"}
     folder = out / "mybatch"
     folder.mkdir(parents=True)
-    (folder / "manifest.json").write_text(json.dumps({"batch": "mybatch", "params": params}))
+    manifest = {"batch": "mybatch", "salt": "s", "params": params, "simulated": True}
+    (folder / "manifest.json").write_text(
+        json.dumps(manifest | {"started_at": "2026-01-01T00:00:00+00:00", "status": "running"})
+    )
     (folder / "run.ipynb").write_text('{"an executed notebook": "must stay as it is"}\n')
     (folder / "raw").mkdir()
 

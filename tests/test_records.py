@@ -4,6 +4,7 @@ load and re-encode to the same JSON, older spellings read as today's, and what i
 from __future__ import annotations
 
 import ast
+import re
 
 import msgspec
 import orjson
@@ -11,6 +12,7 @@ import pytest
 
 from kit import records
 from kit.design import Slot
+from kit.errors import InputError
 from kit.layout import BatchDir, write_design, write_json, write_record
 from kit.stages import analyze
 from tests.paths import ROOT
@@ -127,3 +129,23 @@ def test_no_public_function_between_stages_returns_a_bare_dict():
                 if public and node.returns is not None and ast.unparse(node.returns) in bare:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
     assert not found, found
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("manifest.json", '{"batch": "b"}', "missing required field `salt`"),
+        ("manifest.json", '{"batch": "b", "salt": "s"', "Input data was truncated"),
+        ("design.json", '{"batch": "b", "arms": "placebo"}', "$.arms"),
+    ],
+)
+def test_a_file_that_is_not_what_the_kit_writes_is_a_located_error(tmp_path, name, text, said):
+    """A hand-edited or truncated record is a KitError naming the file and the place in it, and the file stays."""
+    bd = BatchDir(tmp_path / "b")
+    path = bd.manifest if name == "manifest.json" else bd.design
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    read = bd.read_manifest if name == "manifest.json" else bd.read_design
+    with pytest.raises(InputError, match=re.escape(str(path))) as caught:
+        read()
+    assert said in str(caught.value) and path.read_text() == text
