@@ -44,7 +44,7 @@ e2e-tools-if-reachable:
 	elif ! command -v npm >/dev/null; then echo "e2e-tools: npm not found; CLI end-to-end tests will skip"; \
 	else $(MAKE) --no-print-directory e2e-tools || echo "e2e-tools: npm could not install the CLIs; CLI end-to-end tests will skip"; fi
 
-# Debian's headless Chromium, for the browser check of the report and the notebook HTML (tests/test_browser.py).
+# Debian's headless Chromium, for the browser check of the report and the notebook HTML (tests/e2e/test_browser.py).
 browser-tools:
 	@if [ -x /usr/bin/chromium ]; then :; \
 	else apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; fi

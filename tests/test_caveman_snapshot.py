@@ -20,7 +20,7 @@ from kit.snapshot import (
     snapshot_table,
     snapshot_to_trials,
 )
-from tests.paths import FIXTURES
+from tests.support import FIXTURES
 
 RESULTS = FIXTURES / "caveman" / "results.json"
 MD5 = "520f50ea115965d85a8d7e458ace147c"

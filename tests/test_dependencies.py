@@ -4,7 +4,7 @@ import tomllib
 
 import yaml
 
-from tests.paths import ROOT
+from tests.support import ROOT
 
 
 def test_environment_yml_matches_pyproject():

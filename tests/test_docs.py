@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kit import columns
-from tests.paths import FIXTURES, ROOT
+from tests.support import FIXTURES, ROOT
 
 DOCS = ROOT / "docs"
 EXAMPLES = ROOT / "outputs" / "examples"

@@ -14,7 +14,6 @@ import importlib.util
 import itertools
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,9 @@ from kit import design, stats
 from kit.agents import sdk
 from kit.provider import log as provider_log
 from kit.provider import serve, wire_openai
+from tests.support import ROOT
 
-STUDY = Path(__file__).resolve().parent.parent / "bench" / "known_truth.py"
+STUDY = ROOT / "bench" / "known_truth.py"
 
 
 def _load():

@@ -10,8 +10,8 @@ import pytest
 
 from kit import charts, transcripts
 from kit import occupancy as occ
-from kit.records import Design
-from tests.paths import FIXTURES as TEST_FIXTURES
+from tests.support import FIXTURES as TEST_FIXTURES
+from tests.support import design
 
 FIXTURES = TEST_FIXTURES / "transcripts"
 TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
@@ -249,11 +249,7 @@ def test_trials_batches_unknown_usage_and_summary():
     assert summ.set_index(["arm", "category"]).loc[("b", "explore tool"), "tokens"] == pytest.approx(720)
     full = occ.arm_means(out, parts_only=False)
     assert set(full["category"]) == set(occ.CATEGORIES)
-    design = Design(
-        batch="b1", task="occupancy", arms=["a", "b"], runs_per_arm=1, order="alternate", schedule="alternate",
-        isolation="all", backend="sdk-openai", endpoint="embedded", model="sim-agent", simulated=True,
-    )  # fmt: skip
-    fig = charts.occupancy_bars(summ, design)
+    fig = charts.occupancy_bars(summ, design(task="occupancy", arms=["a", "b"]))
     assert fig.axes[0].get_ylabel() == "tokens resident at end of session"
 
 

@@ -7,7 +7,7 @@ import re
 
 from kit import __main__ as cli
 from kit import occupancy_block
-from tests.paths import FIXTURES
+from tests.support import FIXTURES
 
 TOOL_HEAVY = FIXTURES / "transcripts" / "claude-session_spotter_tool_heavy.jsonl"
 PAIRED = FIXTURES / "transcripts" / "claude-session_ccb_harbor_paired.jsonl"

@@ -7,7 +7,7 @@ import pytest
 
 from kit import occupancy as occ
 from kit import occupancy_block
-from tests.paths import FIXTURES
+from tests.support import FIXTURES
 
 TRANSCRIPTS = FIXTURES / "transcripts"
 # file -> how its ratio is found now that readers give output_chars (measured, or a named fallback)

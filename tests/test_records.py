@@ -15,7 +15,7 @@ from kit.design import Slot
 from kit.errors import InputError
 from kit.layout import BatchDir, write_design, write_json, write_record
 from kit.stages import analyze
-from tests.paths import ROOT
+from tests.support import ROOT
 
 EXAMPLES = sorted(p for p in (ROOT / "outputs" / "examples").iterdir() if (p / "manifest.json").is_file())
 RECORDS = [

@@ -25,7 +25,7 @@ from kit.provider import Reply, ToolCall, serve
 from kit.provider.log import read as read_log
 from kit.provider.service import check_host
 from kit.stages import analyze, parse, plot, run
-from tests.paths import ROOT
+from tests.support import ROOT
 
 MISSING = [name for name in ("codex", "claude") if not (cli_common.TOOLS_BIN / name).exists()]
 needs_clis = pytest.mark.skipif(bool(MISSING), reason=f"CLI binaries absent: {MISSING} (run `make e2e-tools`)")

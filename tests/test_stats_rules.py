@@ -4,7 +4,6 @@ a warmth slope that three batches can resolve, the run planner and the stop rule
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,9 +14,10 @@ from kit import report, stats
 from kit.design import ParamError
 from kit.records import Manifest
 from kit.stages.analyze import matched_runs
-from tests.test_plots_report import DESIGN
+from tests.report_tables import DESIGN
+from tests.support import ROOT
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "outputs" / "examples" / "batch-read" / "analysis" / "trials.csv"
+EXAMPLE = ROOT / "outputs" / "examples" / "batch-read" / "analysis" / "trials.csv"
 
 
 def batch(n: int, *, seed: int = 0, ratio: float = 0.5, cv: float = 0.3, name: str = "b0") -> pd.DataFrame:

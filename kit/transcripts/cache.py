@@ -13,7 +13,7 @@ appended lines read, from that state, and all its rows made again from it. What 
 files at once — a Claude response repeated in another session file, the ``api-request`` lines
 answered in another file, a Codex exec thread continued across files — is done when the tables are
 assembled, by the readers' own functions, so the cache never changes a number
-(tests/test_parse_cache.py compares cached, partly cached, resumed and cold reads row for row). The
+(tests/transcripts/test_parse_cache.py compares cached, partly cached, resumed and cold reads row for row). The
 cache also stores whatever columns the readers produce; it is dropped whole when the reader code
 changes (``VERSION``).
 

@@ -1,0 +1,131 @@
+"""What the tests share: where the repository and its fixtures are, the records a stub batch needs, the task
+packs' fixture files, a pack's batch, and the provider CLI as a child process.
+
+A fresh clone has nothing beside it, so every file a test reads is committed under ``tests/fixtures/`` with its
+source and license (``tests/fixtures/SOURCES.md``); nothing points outside the repository.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from kit import pipeline
+from kit.records import Design
+from kit.stages import run
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+# ---------------------------------------------------------------- records a stub batch needs
+
+
+def design(**fields: Any) -> Design:
+    """A ``Design`` for a figure or a report drawn without a batch: these fields, the rest of a small SDK batch."""
+    base: dict[str, Any] = {
+        "batch": "b1", "task": "batch-read", "arms": [], "runs_per_arm": 5, "order": "alternate",
+        "schedule": "alternate", "isolation": "all", "backend": "sdk-openai", "endpoint": "embedded",
+        "model": "sim-agent", "simulated": True,
+    }  # fmt: skip
+    return Design(**(base | fields))
+
+
+def trial_meta(**fields: Any) -> dict[str, Any]:
+    """A ``meta.json``'s content for a stub trial: these fields, the rest as the run stage writes a finished trial."""
+    base: dict[str, Any] = {
+        "batch": "b1", "trial_id": "r00-a", "arm": "a", "run": 0, "order_index": 0, "nonce": "n0",
+        "backend": "claude", "endpoint": "embedded", "model": "sim-agent", "simulated": True,
+        "started_at": "2026-01-01T00:00:00+00:00", "ended_at": "2026-01-01T00:01:00+00:00", "wall_s": 60.0,
+        "status": "ok",
+    }  # fmt: skip
+    return base | fields
+
+
+# ---------------------------------------------------------------- task packs' fixture files
+
+
+def write_files(root: Path, files: Mapping[str, str]) -> Path:
+    """Write ``files`` (relative path -> text) under ``root``; returns ``root``."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def files_digest(files: Mapping[str, str]) -> str:
+    """One SHA-256 over every (path, text) in path order: a generated fixture's identity."""
+    return hashlib.sha256("".join(f"{k}\0{v}" for k, v in sorted(files.items())).encode()).hexdigest()
+
+
+def pack_batch(params_file: str, outputs_dir: Path, **overrides: Any) -> Path:
+    """Run ``params/<params_file>.yaml`` with ``overrides`` into ``outputs_dir`` (no progress bar); the folder."""
+    params = pipeline.load_params(str(ROOT / "params" / f"{params_file}.yaml"))
+    params.update(outputs_dir=str(outputs_dir), **overrides)
+    return run.run_batch(run.configure(params), progress=False)
+
+
+PACK_PARAMS = {"batch-read": "demo", "terse": "terse", "occupancy": "occupancy", "session-chain": "session-chain"}
+_SMALL = {"occupancy": {"preset": "small"}, "session-chain": {"preset": "small"}}  # the others are small already
+
+
+def small_batch(tmp_path: Path, task: str, backend: str) -> Path:
+    """The pack's parameters for two arms, one run each, on ``backend``; the batch folder after the run."""
+    params = pipeline.load_params(str(ROOT / f"params/{PACK_PARAMS[task]}.yaml"))
+    params.update(outputs_dir=str(tmp_path), batch=task, backend=backend, runs_per_arm=1, concurrency=2, profile=None)
+    params["arms"] = params["arms"][:2]
+    params["task_options"] = {**params["task_options"], **_SMALL.get(task, {})}
+    return run.run_batch(run.configure(params), progress=False)
+
+
+# ---------------------------------------------------------------- the provider CLI as a child process
+
+
+def start_serve_cli(*args: str) -> tuple[subprocess.Popen, list[str]]:
+    """The child and the lines it prints before serving (read by a thread, so that a child that hangs before
+    printing fails the test instead of blocking it)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kit", "provider", "serve", "--port", "0", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    done = threading.Event()
+
+    def read_banner() -> None:
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("policy:"):
+                break
+        done.set()
+
+    threading.Thread(target=read_banner, daemon=True).start()
+    if not done.wait(60) or not lines or not lines[-1].startswith("policy:"):
+        proc.kill()
+        raise AssertionError(f"serve printed {lines} then stopped; stderr: {proc.communicate()[1]}")
+    return proc, lines
+
+
+@contextlib.contextmanager
+def serve_cli(*args: str) -> Iterator[list[str]]:
+    """The child serving for the ``with`` block (its banner lines), then stopped by Ctrl-C, which must exit 0."""
+    proc, lines = start_serve_cli(*args)
+    try:
+        yield lines
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the CLI stops the server and closes the log
+        try:
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()

@@ -1,0 +1,353 @@
+"""The parse cache never changes a number: cached, partly cached and cold reads agree row for row.
+
+On copies of the real transcript fixtures (tests/fixtures/transcripts), with a resumed session that
+repeats another file's responses (the deduplication across files happens after the cache), files
+appended to, added, and one rewritten with the same size and its modification time put back.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kit import schema, transcripts
+from kit.transcripts import cache
+from tests.support import FIXTURES
+
+TRANSCRIPTS = FIXTURES / "transcripts"
+SESSION = "claude-session_spotter_tool_heavy.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_stores():
+    cache._STORES.clear()
+    yield
+    cache._STORES.clear()
+
+
+def history(root: Path) -> Path:
+    """A folder of every fixture transcript plus a resumed session repeating most of SESSION."""
+    folder = root / "history"
+    folder.mkdir()
+    for path in TRANSCRIPTS.glob("*"):
+        if path.suffix in (".jsonl", ".txt"):
+            shutil.copy(path, folder / path.name)
+    lines = (TRANSCRIPTS / SESSION).read_bytes().splitlines(keepends=True)
+    (folder / "resumed.jsonl").write_bytes(b"".join(lines[:-3]))
+    return folder
+
+
+def plain(attrs: dict) -> dict:
+    return {k: list(v) for k, v in attrs.items()}
+
+
+def same(got: tuple[pd.DataFrame, pd.DataFrame], want: tuple[pd.DataFrame, pd.DataFrame]) -> None:
+    for g, w in zip(got, want, strict=True):
+        pd.testing.assert_frame_equal(g, w)
+        assert plain(g.attrs) == plain(w.attrs)
+
+
+def cold(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return transcripts.tables(folder)
+
+
+def test_cold_cached_and_memo_reads_agree(tmp_path: Path) -> None:
+    folder, store = history(tmp_path), tmp_path / "cache"
+    want = cold(folder)
+    assert want[0].attrs["repeats"], "the resumed copy must exercise the deduplication across files"
+    same(transcripts.tables(folder, cache=store), want)  # writes the cache
+    same(transcripts.tables(folder, cache=store), want)  # in memory, nothing changed
+    cache._STORES.clear()
+    same(transcripts.tables(folder, cache=store), want)  # from its files, as a new process would
+    pd.testing.assert_frame_equal(transcripts.read(folder, cache=store), transcripts.read(folder))
+
+
+def test_changed_files_are_read_again(tmp_path: Path) -> None:
+    folder, store = history(tmp_path), tmp_path / "cache"
+    transcripts.tables(folder, cache=store)
+    session = folder / SESSION
+    lines = session.read_bytes().splitlines(keepends=True)
+    with open(folder / "claude-session_ccb_harbor_paired.jsonl", "ab") as handle:
+        handle.write(b"".join(lines[:4]))  # appended tail
+    shutil.copy(TRANSCRIPTS / "codex-rollout_yepanywhere_codemode_0.154.0.jsonl", folder / "new-rollout.jsonl")
+    stat = session.stat()
+    blob = session.read_bytes()
+    i = blob.index(b'"output_tokens":') + len(b'"output_tokens":')
+    digit = b"1" if blob[i : i + 1] != b"1" else b"2"
+    session.write_bytes(blob[:i] + digit + blob[i + 1 :])  # rewritten, same size, mtime put back
+    os.utime(session, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert session.stat().st_size == stat.st_size and session.stat().st_mtime_ns == stat.st_mtime_ns
+    want = cold(folder)
+    same(transcripts.tables(folder, cache=store), want)
+    cache._STORES.clear()
+    same(transcripts.tables(folder, cache=store), want)
+
+
+def test_content_check_sees_a_same_size_rewrite(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"x" * 10_000)
+    before = cache.file_key(path)
+    path.write_bytes(b"y" + b"x" * 9_999)
+    after = cache.file_key(path)
+    assert before[0] == after[0] and before[-1] != after[-1]
+
+
+def test_parallel_read_agrees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = history(tmp_path)
+    want = cold(folder)
+    monkeypatch.setattr(cache, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(cache.os, "sched_getaffinity", lambda _: {0, 1})
+    same(transcripts.tables(folder), want)  # cache=None: processes, nothing kept
+    same(transcripts.tables(folder, cache=tmp_path / "cache"), want)
+
+
+def test_strict_raises_from_the_cache_too(tmp_path: Path) -> None:
+    folder = tmp_path / "h"
+    folder.mkdir()
+    (folder / "bad.jsonl").write_bytes((TRANSCRIPTS / SESSION).read_bytes() + b"{not json\n")
+    with pytest.raises(transcripts.TranscriptError) as plain_error:
+        transcripts.read(folder, strict=True)
+    transcripts.read(folder, cache=tmp_path / "cache")
+    with pytest.raises(transcripts.TranscriptError) as cached_error:
+        transcripts.read(folder, strict=True, cache=tmp_path / "cache")
+    assert str(cached_error.value) == str(plain_error.value)
+
+
+def test_never_writes_into_the_transcript_folder(tmp_path: Path) -> None:
+    folder = history(tmp_path)
+    with pytest.raises(ValueError, match="inside the transcript folder"):
+        transcripts.read(folder, cache=folder / ".cache")
+    assert not (folder / ".cache").exists()
+
+
+def test_segments_merged_when_many(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "MAX_SEGMENTS", 1)
+    folder, store = history(tmp_path), tmp_path / "cache"
+    transcripts.tables(folder, cache=store)
+    shutil.copy(TRANSCRIPTS / SESSION, folder / "again.jsonl")  # a second pass: two segments, merged into one
+    with open(folder / "again.jsonl", "ab") as handle:
+        handle.write(b"\n")
+    want = cold(folder)
+    same(transcripts.tables(folder, cache=store), want)
+    cache._settle(store.resolve())  # the files are written by a thread
+    assert len({p.name.split(".")[0] for p in store.glob("seg-*")}) == 1
+    cache._STORES.clear()
+    same(transcripts.tables(folder, cache=store), want)
+
+
+ROLLOUT = "codex-rollout_yepanywhere_codemode_0.154.0.jsonl"
+EXEC_ROLLOUT = "codex-rollout_agent-history_codex_exec_0.135.0.jsonl"
+GROWN = (SESSION, "claude-session_ccb_harbor_paired.jsonl", ROLLOUT, EXEC_ROLLOUT)
+
+
+def halves(name: str) -> tuple[bytes, bytes]:
+    """A fixture cut after the line in its middle: what a running session had written, and what came next."""
+    lines = (TRANSCRIPTS / name).read_bytes().splitlines(keepends=True)
+    return b"".join(lines[: len(lines) // 2]), b"".join(lines[len(lines) // 2 :])
+
+
+def bumped(blob: bytes) -> bytes:
+    """``blob`` with the first output_tokens count's first digit changed: same size, other numbers."""
+    i = blob.index(b'"output_tokens":') + len(b'"output_tokens":')
+    return blob[:i] + (b"1" if blob[i : i + 1] != b"1" else b"2") + blob[i + 1 :]
+
+
+def both(folder: Path, tools: bool, cache_folder: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``tables``, or ``read`` with an empty tool frame in its place (what ``same`` compares)."""
+    if tools:
+        return transcripts.tables(folder, cache=cache_folder)
+    return transcripts.read(folder, cache=cache_folder), pd.DataFrame()
+
+
+@pytest.mark.parametrize("tools", [True, False], ids=["tables", "read"])
+def test_grown_files_read_from_their_kept_state_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tools) -> None:
+    """Each fixture written in two halves: the second read takes only the appended lines, from the state the
+    first left (both formats), and every row, tool result and attr equals a cold read of the whole files."""
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    for name in GROWN:
+        (folder / name).write_bytes(halves(name)[0])
+    shutil.copy(TRANSCRIPTS / "claude-session_spotter_subagent_acompact.jsonl", folder / "agent-acompact-x.jsonl")
+    both(folder, tools, store)
+    assert all(cache.store(store).pieces[str(folder / name)].state is not None for name in GROWN)
+    for name in GROWN:
+        with open(folder / name, "ab") as handle:  # a bad line in one tail: read line by line, reported in place
+            handle.write(halves(name)[1] + (b"{not json\n" if name == SESSION else b""))
+    resumed = {}
+    real = cache._read_one
+
+    def spy(fmt: str, path: Path, tools: bool, resume: bytes | None, keep: bool):
+        resumed[path.name] = resume is not None
+        return real(fmt, path, tools, resume, keep)
+
+    monkeypatch.setattr(cache, "_read_one", spy)
+    want = both(folder, tools)
+    resumed.clear()
+    same(both(folder, tools, store), want)
+    assert resumed == dict.fromkeys(GROWN, True)  # the grown files only, from their states
+    cache._STORES.clear()
+    same(both(folder, tools, store), want)
+
+
+def test_a_grown_file_whose_head_changed_is_read_whole(tmp_path: Path) -> None:
+    """Rewritten in place (same inode) with other bytes before the old end, then longer: not resumed."""
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    head, tail = halves(ROLLOUT)
+    path = folder / ROLLOUT
+    path.write_bytes(head)
+    transcripts.tables(folder, cache=store)
+    with open(path, "r+b") as handle:  # in place: the inode stays
+        handle.write(bumped(head) + tail)
+    piece = cache.store(store).pieces[str(path)]
+    assert cache._resumable(piece, "codex_rollout", path, cache.file_key(path), True) is None
+    same(transcripts.tables(folder, cache=store), cold(folder))
+
+
+def test_same_size_rewrite_and_partial_last_line(tmp_path: Path) -> None:
+    """A file rewritten with the same size is read whole; a file whose last line was cut (a writer still at
+    it) keeps no state, and once the line is finished and more appended, reads as the whole file does."""
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    head, tail = halves(SESSION)
+    cut = len(head) + len(tail.splitlines(keepends=True)[0]) // 2
+    whole = (TRANSCRIPTS / SESSION).read_bytes()
+    partial, rewritten = folder / "partial.jsonl", folder / "rewritten.jsonl"
+    partial.write_bytes(whole[:cut])
+    rollout_head, rollout_tail = halves(ROLLOUT)
+    rewritten.write_bytes(rollout_head)
+    found = transcripts.tables(folder, cache=store)
+    assert [i["reason"].split(" (")[0] for i in found[0].attrs["issues"]] == ["truncated last line"]
+    assert cache.store(store).pieces[str(partial)].state is None  # a cut line: nothing to resume from
+    assert cache.store(store).pieces[str(rewritten)].state is not None
+    stat = rewritten.stat()
+    rewritten.write_bytes(bumped(rollout_head))
+    os.utime(rewritten, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    same(transcripts.tables(folder, cache=store), cold(folder))
+    with open(partial, "ab") as handle:
+        handle.write(whole[cut:])
+    with open(rewritten, "ab") as handle:
+        handle.write(rollout_tail)
+    same(transcripts.tables(folder, cache=store), cold(folder))
+    assert cache.store(store).pieces[str(partial)].state is not None  # whole lines now: resumable next time
+    cache._STORES.clear()
+    same(transcripts.tables(folder, cache=store), cold(folder))
+
+
+def test_a_state_resumed_in_another_process_counts_a_repeated_block_once(tmp_path: Path) -> None:
+    """A response cut by the first read whose thinking block comes again after it: the state keeps the
+    block's key, and the read that resumes it in another process (another ``hash`` seed) knows it."""
+    raw = (TRANSCRIPTS / SESSION).read_bytes().splitlines(keepends=True)
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    path = folder / "t.jsonl"
+    path.write_bytes(b"".join(raw[:29]))  # up to a tool_use line of the response whose thinking is line 28
+    script = "import sys; from kit import transcripts as t; print(t.read(*sys.argv[1:]).output_chars.tolist())"
+
+    def read_in(seed: str) -> str:
+        env = os.environ | {"PYTHONHASHSEED": seed}
+        argv = [sys.executable, "-c", script, str(folder), "auto", "False", str(store)]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    read_in("1")
+    with open(path, "ab") as handle:
+        handle.write(b"".join([raw[27], *raw[29:]]))  # the thinking line again, then the rest
+    want = transcripts.read(path).output_chars.tolist()
+    assert want == transcripts.read(TRANSCRIPTS / SESSION).output_chars.tolist()
+    assert read_in("2") == str(want)
+
+
+def test_gather_by_slices_and_by_take_agree() -> None:
+    """``_take`` makes a string column of slices when the rows fall in few runs, else takes them: both equal
+    ``pd.concat`` and ``DataFrame.take``, on frames already made of several Arrow chunks."""
+    import numpy as np
+
+    rows = [{"source_path": f"p{i % 7}", "cycle": i, "model": None if i % 3 else "m"} for i in range(300)]
+    chunked = pd.concat([schema.requests_frame(rows[:50]), schema.requests_frame(rows[50:120])], ignore_index=True)
+    frames = [chunked, schema.requests_frame(rows[120:])]
+    segments = {str(n): cache.Segment(f, cache._tool_frame([])) for n, f in enumerate(frames)}
+    arrays = [segments[str(n)].arrays("requests") for n in range(len(frames))]
+    few = np.concatenate([np.arange(0, 40), np.arange(200, 260), np.arange(45, 130)])
+    many = np.random.default_rng(0).permutation(300)[:200]
+    for where in (few, many):
+        want = pd.concat(frames, ignore_index=True).take(where).reset_index(drop=True)
+        pd.testing.assert_frame_equal(cache._take(arrays, frames, where), want)
+    assert cache._runs(few) is not None and cache._runs(many) is None
+
+
+def test_unchanged_call_returns_equal_tables_and_later_calls_leave_earlier_frames(tmp_path: Path) -> None:
+    """An unchanged second call gives equal tables; a frame handed out is not changed by what its holder
+    does to the next one, nor by a later call that grew a file (the gathers reuse the segments' arrays)."""
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    head, tail = halves(ROLLOUT)
+    (folder / ROLLOUT).write_bytes(head)
+    shutil.copy(TRANSCRIPTS / SESSION, folder / SESSION)
+    first = transcripts.tables(folder, cache=store)
+    kept = (first[0].copy(deep=True), first[1].copy(deep=True))
+    second = transcripts.tables(folder, cache=store)
+    same(second, first)
+    second[0].loc[:, "input_tokens"] = 0
+    second[0]["model"] = "changed"
+    same(first, kept)
+    with open(folder / ROLLOUT, "ab") as handle:
+        handle.write(tail)
+    third = transcripts.tables(folder, cache=store)
+    third[0].loc[:, "source_path"] = "x"
+    same(first, kept)
+    same(transcripts.tables(folder, cache=store), cold(folder))
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_cycle_collector_is_left_as_it_was(tmp_path: Path, enabled: bool) -> None:
+    """A read pauses the collector (``gc_paused``) and leaves it on or off as the caller had it, also on error."""
+    import gc
+
+    folder = history(tmp_path)
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        transcripts.read(folder, cache=tmp_path / "cache")
+        transcripts.tables(folder)
+        assert gc.isenabled() is enabled
+        with pytest.raises(transcripts.TranscriptError):
+            transcripts.read(folder / "missing.jsonl", strict=True)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+def test_settled_files_are_known_by_their_stat_and_a_rewrite_still_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose content check was made well after its last change is later checked by ``stat`` alone
+    (no open); one changed just before its check is not. A same-size rewrite with the mtime put back
+    still changes the change time, so a settled file rewritten is read again and agrees with a cold read."""
+    folder, store = history(tmp_path), tmp_path / "cache"
+    transcripts.tables(folder, cache=store)
+    assert not cache.store(store).settled, "files written just now are not settled"
+    monkeypatch.setattr(cache, "SETTLED_NS", -(10**15))  # as if every file had been written long ago
+    transcripts.tables(folder, cache=store)
+    assert len(cache.store(store).settled) == len(list(folder.iterdir()))
+    opened = []
+    real = cache.file_key
+    monkeypatch.setattr(cache, "file_key", lambda path: opened.append(path) or real(path))
+    before = transcripts.tables(folder, cache=store)
+    same(before, cold(folder))
+    assert opened == []
+    session = folder / SESSION
+    stat = session.stat()
+    session.write_bytes(bumped(session.read_bytes()))
+    os.utime(session, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    want = cold(folder)
+    assert session.stat().st_size == stat.st_size
+    same(transcripts.tables(folder, cache=store), want)
+    assert opened == [str(session)]
