@@ -101,10 +101,10 @@ def lean_examples(examples_dir: Path) -> dict[str, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     """``python -m kit.lean_examples EXAMPLES_DIR`` (the last step of ``make examples``)."""
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[0] != "lean":
+    if len(argv) != 1:
         print("usage: python -m kit.lean_examples EXAMPLES_DIR", file=sys.stderr)
         return 2
-    for name, removed in lean_examples(Path(argv[1])).items():
+    for name, removed in lean_examples(Path(argv[0])).items():
         print(f"lean {name}: removed {len(removed)} file(s)")
     return 0
 
