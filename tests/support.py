@@ -23,6 +23,16 @@ from kit.stages import run
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
+TRANSCRIPTS = FIXTURES / "transcripts"
+# The public transcripts the readers are checked on (tests/fixtures/SOURCES.md), named by what each is.
+SESSION = TRANSCRIPTS / "claude-session_ccb_harbor_paired.jsonl"
+STREAM = TRANSCRIPTS / "claude-streamjson_ccb_harbor_claude-code.txt"
+HARBOR = TRANSCRIPTS / "harbor-result_ccb_paired.json"
+TOOL_HEAVY = TRANSCRIPTS / "claude-session_spotter_tool_heavy.jsonl"
+ACOMPACT = TRANSCRIPTS / "claude-session_spotter_subagent_acompact.jsonl"
+NEWEST = TRANSCRIPTS / "claude-session_agent-history_v2.1.152.jsonl"
+ROLLOUT = TRANSCRIPTS / "codex-rollout_agent-history_codex_exec_0.135.0.jsonl"
+CODE_MODE = TRANSCRIPTS / "codex-rollout_yepanywhere_codemode_0.154.0.jsonl"
 
 
 # ---------------------------------------------------------------- records a stub batch needs

@@ -19,11 +19,10 @@ from kit.agents import cli_common, codex
 from kit.agents.base import TrialSpec
 from kit.design import Arm
 from kit.provider.policy import Conversation, Message, ToolCall, ToolSpec
-from kit.records import Design
 from kit.stages import analyze, parse, plot, run
 from kit.tasks import batch_read, tooluse
 from kit.transcripts.codex_rollout import PROMISE_ALL, TOOL_CALL
-from tests.support import ROOT
+from tests.support import ROOT, design
 
 FX = batch_read.generate(0, "small")
 CODEX_TOOLS = (ToolSpec("exec_command"), ToolSpec("exec"), ToolSpec("wait"))
@@ -133,19 +132,7 @@ TRIALS = pd.DataFrame(
         "exec_promise_all_cells": [0, 1, 2, 1, 0],
     }
 )
-DESIGN = Design(
-    batch="cm",
-    task="batch-read",
-    arms=["placebo", "batching"],
-    runs_per_arm=2,
-    order="alternate",
-    schedule="alternate",
-    isolation="all",
-    backend="codex",
-    endpoint="embedded",
-    model="sim-agent",
-    simulated=True,
-)
+DESIGN = design(batch="cm", arms=["placebo", "batching"], runs_per_arm=2, backend="codex")
 
 
 def _points(ax) -> dict[float, list[float]]:

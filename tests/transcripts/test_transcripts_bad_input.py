@@ -19,14 +19,8 @@ from hypothesis import strategies as st
 from kit import transcripts
 from kit.stages import parse
 from kit.transcripts import _base, cli
-from tests.support import FIXTURES as TEST_FIXTURES
+from tests.support import CODE_MODE, ROLLOUT, SESSION, STREAM, TOOL_HEAVY, TRANSCRIPTS
 
-FIXTURES = TEST_FIXTURES / "transcripts"
-TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
-ROLLOUT = FIXTURES / "codex-rollout_agent-history_codex_exec_0.135.0.jsonl"
-SESSION = FIXTURES / "claude-session_ccb_harbor_paired.jsonl"
-STREAM = FIXTURES / "claude-streamjson_ccb_harbor_claude-code.txt"
-CODE_MODE = FIXTURES / "codex-rollout_yepanywhere_codemode_0.154.0.jsonl"
 TOKENS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "total_tokens"]
 
 
@@ -523,7 +517,7 @@ JSON_VALUES = st.recursive(
 )
 REAL = {
     path: [json.loads(x) for x in fixture_lines(path)]
-    for path in (TOOL_HEAVY, STREAM, FIXTURES / "codex-rollout_agent-history_codex_exec_0.135.0.jsonl")
+    for path in (TOOL_HEAVY, STREAM, TRANSCRIPTS / "codex-rollout_agent-history_codex_exec_0.135.0.jsonl")
 }
 
 

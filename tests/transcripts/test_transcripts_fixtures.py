@@ -15,17 +15,7 @@ import pytest
 
 from kit import schema, transcripts
 from kit.transcripts import cli
-from tests.support import FIXTURES as TEST_FIXTURES
-
-FIXTURES = TEST_FIXTURES / "transcripts"
-SESSION = FIXTURES / "claude-session_ccb_harbor_paired.jsonl"
-STREAM = FIXTURES / "claude-streamjson_ccb_harbor_claude-code.txt"
-HARBOR = FIXTURES / "harbor-result_ccb_paired.json"
-TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
-ACOMPACT = FIXTURES / "claude-session_spotter_subagent_acompact.jsonl"
-ROLLOUT = FIXTURES / "codex-rollout_agent-history_codex_exec_0.135.0.jsonl"
-NEWEST = FIXTURES / "claude-session_agent-history_v2.1.152.jsonl"
-CODE_MODE = FIXTURES / "codex-rollout_yepanywhere_codemode_0.154.0.jsonl"
+from tests.support import ACOMPACT, CODE_MODE, HARBOR, NEWEST, ROLLOUT, SESSION, STREAM, TOOL_HEAVY, TRANSCRIPTS
 
 SIZES = {
     SESSION: 15_357,
@@ -284,7 +274,7 @@ def test_newest_session_shape():
 
 
 def test_folder_reads_every_transcript_without_issues():
-    df = transcripts.read(FIXTURES)
+    df = transcripts.read(TRANSCRIPTS)
     assert df.attrs["issues"] == []
     counts = {"claude_session": 9, "claude_stream": 3, "codex_rollout": 1 + 7}  # 7: the Code Mode rollout
     assert df.groupby("source_format").size().to_dict() == counts

@@ -14,16 +14,7 @@ import orjson
 import pandas as pd
 
 from kit import transcripts
-from tests.support import FIXTURES as TEST_FIXTURES
-
-FIXTURES = TEST_FIXTURES / "transcripts"
-SESSION = FIXTURES / "claude-session_ccb_harbor_paired.jsonl"
-STREAM = FIXTURES / "claude-streamjson_ccb_harbor_claude-code.txt"
-TOOL_HEAVY = FIXTURES / "claude-session_spotter_tool_heavy.jsonl"
-ACOMPACT = FIXTURES / "claude-session_spotter_subagent_acompact.jsonl"
-NEWEST = FIXTURES / "claude-session_agent-history_v2.1.152.jsonl"
-ROLLOUT = FIXTURES / "codex-rollout_agent-history_codex_exec_0.135.0.jsonl"
-CODE_MODE = FIXTURES / "codex-rollout_yepanywhere_codemode_0.154.0.jsonl"
+from tests.support import ACOMPACT, CODE_MODE, NEWEST, ROLLOUT, SESSION, STREAM, TOOL_HEAVY, TRANSCRIPTS
 
 
 def lines(path: Path) -> list[dict]:
@@ -239,5 +230,5 @@ def test_provider_log_has_no_content(tmp_path):
 
 
 def test_every_fixture_response_has_output_chars():
-    df = transcripts.read(FIXTURES)
+    df = transcripts.read(TRANSCRIPTS)
     assert str(df.output_chars.dtype) == "Int64" and df.output_chars.notna().all() and len(df) == 20
