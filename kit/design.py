@@ -22,6 +22,7 @@ from typing import Any, Literal, get_args
 import yaml
 
 from kit.errors import KitError
+from kit.jsontypes import JsonObject
 from kit.provider.policy import CACHE_BUST_TOOL
 
 ORDERS = ("alternate", "random", "blocked")
@@ -80,7 +81,7 @@ class Arm:
         _check_choice(f"arm_defs.{name}.session", arm.session, SESSIONS)
         return arm
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         d = asdict(self)
         d["flags"] = list(self.flags)
         d["tools"] = list(self.tools)

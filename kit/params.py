@@ -22,6 +22,7 @@ import yaml
 
 from kit.backends import NAMES as BACKEND_NAMES
 from kit.design import ISOLATION_MODES, ORDERS, ParamError
+from kit.jsontypes import ParamValues
 
 ENDPOINTS = ("embedded", "real")
 RETENTIONS = ("in_memory", "24h")  # OpenAI's prompt_cache_retention values (openai-python 3.57 types)
@@ -209,7 +210,7 @@ def _wrong_type(p: Param, v: Any) -> str:
     return problem
 
 
-def validate(values: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
+def validate(values: Mapping[str, Any], spec: list[Param]) -> ParamValues:
     """Check every parameter of ``spec`` in ``values``; return them as a dict."""
     out: dict[str, Any] = {}
     for p in spec:
@@ -260,7 +261,7 @@ def check_batch_named(names: list[str], values: Mapping[str, Any]) -> None:
         raise ParamError("batch", "missing in a papermill run (the data would go to a new folder of its own)", accepted)
 
 
-def collect(namespace: Mapping[str, Any], spec: list[Param]) -> dict[str, Any]:
+def collect(namespace: Mapping[str, Any], spec: list[Param]) -> ParamValues:
     """A notebook's first step (``params.collect(globals(), params.X)``): the injected names checked, then
     every declared parameter's value; returns the values. Interactive runs have no injected cell."""
     names = injected_names(namespace.get("In"))

@@ -13,19 +13,34 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Annotated
+
+import msgspec
 
 from kit import design
 from kit.agents.base import TrialSpec
 from kit.backends import BACKENDS
 from kit.design import Arm
 from kit.errors import KitError
+from kit.records import field_doc
+
+
+class Pong(msgspec.Struct, frozen=True, kw_only=True):
+    """What one ping reached (``python -m kit ping`` prints each field on its line)."""
+
+    backend: Annotated[str, field_doc("the backend pinged")]
+    reached: Annotated[str, field_doc("the endpoint the request reached (the embedded provider says simulation)")]
+    status: Annotated[str, field_doc("`ok` or `failed`, as a trial's status")]
+    reason: Annotated[str, field_doc("why it failed (empty when it finished)")]
+    answer: Annotated[str, field_doc("the first 200 characters of the model's answer")]
+    versions: Annotated[dict[str, str], field_doc("the backend's versions (CLI or SDK package)")]
 
 
 class PingRefused(KitError, ValueError):
     """The ping cannot start (no such backend here, no API key); the message says what is missing."""
 
 
-def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> dict:
+def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> Pong:
     """Run a one-prompt trial; return what was reached. Raises ``PingRefused`` before any request."""
     from kit.stages import run
 
@@ -58,14 +73,14 @@ def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> d
             with serve(profile=chosen.default_profile) as srv:
                 outcome = chosen.runner()(backend, spec(srv.trial_base_url("ping"), run.EMBEDDED_KEY))
                 reached = f"embedded provider at {srv.base_url} (simulation)"
-    return {
-        "backend": backend,
-        "reached": reached,
-        "status": outcome.status,
-        "reason": outcome.reason,
-        "answer": outcome.final_answer[:200],
-        "versions": outcome.versions,
-    }
+    return Pong(
+        backend=backend,
+        reached=reached,
+        status=outcome.status,
+        reason=outcome.reason,
+        answer=outcome.final_answer[:200],
+        versions=outcome.versions,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -79,6 +94,6 @@ def main(argv: list[str]) -> int:
     except PingRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    for key, value in result.items():
+    for key, value in msgspec.structs.asdict(result).items():
         print(f"{key:>9}: {value}")
-    return 0 if result["status"] == "ok" else 1
+    return 0 if result.status == "ok" else 1

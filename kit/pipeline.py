@@ -35,6 +35,7 @@ from kit import params as kit_params
 from kit.backends import BACKENDS
 from kit.design import ParamError
 from kit.errors import InputError, KitError
+from kit.jsontypes import ParamValues
 from kit.layout import (
     ROOT,
     STAGES,
@@ -108,7 +109,9 @@ def _yaml_mapping(text: str, where: str) -> dict[str, Any]:
     return data or {}
 
 
-def load_params(file: str | None, yaml_strings: Sequence[str] = (), pairs: Sequence[tuple[str, str]] = ()) -> dict:
+def load_params(
+    file: str | None, yaml_strings: Sequence[str] = (), pairs: Sequence[tuple[str, str]] = ()
+) -> ParamValues:
     """Parameters with papermill's precedence: file < yaml strings < -p pairs."""
     params: dict[str, Any] = {}
     if file:
@@ -133,7 +136,7 @@ class Plan:
     parameters: dict[str, dict[str, Any]]
 
 
-def defaults(stage: str) -> dict[str, Any]:
+def defaults(stage: str) -> ParamValues:
     """A stage notebook's parameters cell as values (what the notebook runs with unless told otherwise).
 
     Read from the notebook's JSON, as papermill finds the cell (its ``parameters`` tag): importing

@@ -12,8 +12,10 @@ import ast
 import csv
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -192,3 +194,18 @@ def test_each_stage_lists_its_surface(stage: str):
     assert len(listed) == len(set(listed)) and all(hasattr(module, name) for name in listed)
     defined = {n for n, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__}
     assert {n for n in defined if not n.startswith("_")} <= set(listed)
+
+
+def test_the_house_keeps_its_shape():
+    """bench/house.py's measures that issue 18 fixed stay fixed: no function over 60 lines, and no public function
+    returning a bare dict (a record in disguise; JSON and parameter mappings say whose shape they are:
+    kit/jsontypes.py)."""
+    spec = importlib.util.spec_from_file_location("house", ROOT / "bench" / "house.py")
+    assert spec and spec.loader
+    house = importlib.util.module_from_spec(spec)
+    sys.modules["house"] = house  # its dataclass looks its module up there
+    spec.loader.exec_module(house)
+    functions = house.functions(ROOT / "kit")
+    assert len(functions) > 500
+    assert not [f"{f.where} {f.name}: {f.lines}" for f in functions if f.lines > 60]
+    assert not [f"{f.where} {f.name}" for f in functions if f.bare_dict]

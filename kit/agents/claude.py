@@ -46,6 +46,7 @@ from kit.agents import cli_common as cli
 from kit.agents import mcp_server, sessions
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.errors import InputError
+from kit.jsontypes import JsonObject
 
 NAME = "claude"
 STDOUT, STDERR = "claude_stdout.jsonl", "claude_stderr.log"
@@ -53,7 +54,7 @@ TTLS = ("5m", "1h")
 MD_NAMES = ("CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md", ".claude/rules/**")
 
 
-def settings(workdir: Path) -> dict:
+def settings(workdir: Path) -> JsonObject:
     """``--settings``: exclude the CLAUDE.md files of every folder above the work dir."""
     excludes = [f"{parent.as_posix().rstrip('/')}/{name}" for parent in workdir.parents for name in MD_NAMES]
     return {"claudeMdExcludes": excludes}

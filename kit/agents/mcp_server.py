@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from kit.jsontypes import JsonObject
+
 if TYPE_CHECKING:  # not at run time: the cache-bust server imports nothing from the package
     from kit.agents.base import TrialSpec
 
@@ -83,7 +85,7 @@ def kit_tools(workdir: str, names: list[str]) -> dict[str, Tool]:
     return {n: Tool(n, EXTRA_SPECS[n]["description"], EXTRA_SPECS[n]["parameters"], caller(n)) for n in names}
 
 
-def handle(message: dict[str, Any], tools: dict[str, Tool]) -> dict[str, Any] | None:
+def handle(message: dict[str, Any], tools: dict[str, Tool]) -> JsonObject | None:
     """The JSON-RPC response to one message, or None for a notification."""
     if "id" not in message:
         return None

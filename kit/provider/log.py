@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from kit.errors import InputError
+from kit.jsontypes import JsonObject
 
 VERSION = 1
 KEYS = (
@@ -50,7 +51,7 @@ def domain_of(api_key: str | None) -> str:
     return "d-" + hashlib.blake2b((api_key or "").encode(), digest_size=6).hexdigest()
 
 
-def record(**fields: Any) -> dict[str, Any]:
+def record(**fields: Any) -> JsonObject:
     """A log line with every key of the format present (null where not given), in the spec's order."""
     unknown = set(fields) - set(KEYS)
     if unknown:

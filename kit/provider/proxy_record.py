@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from kit.jsontypes import JsonObject
 from kit.provider.prompt import PromptCounter
 from kit.provider.server import _APIS, _new_tool_results
 
@@ -44,7 +45,7 @@ def api_of(method: str, path: str) -> str | None:
     return next((api for ending, api in _ENDINGS if path.endswith(ending)), None)
 
 
-def read_request(api: str, raw: bytes, counter: PromptCounter) -> dict[str, Any]:
+def read_request(api: str, raw: bytes, counter: PromptCounter) -> JsonObject:
     """The request's log fields; what cannot be read stays null, since the upstream, not the kit, judges a body.
 
     ``tool_results`` needs the embedded provider's parser, which is stricter than some real APIs: a body it

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from kit.jsontypes import JsonObject
 from kit.provider.cache import CacheResult
 from kit.provider.policy import Conversation, Message, Reply, ToolCall, ToolSpec
 from kit.provider.prompt import ParsedRequest, RequestError, expect
@@ -31,7 +32,7 @@ _ERROR_TYPES = {
 }
 
 
-def error_body(status: int, message: str) -> dict:
+def error_body(status: int, message: str) -> JsonObject:
     """Anthropic's error shape."""
     return {"type": "error", "error": {"type": _ERROR_TYPES.get(status, "api_error"), "message": message}}
 
@@ -137,7 +138,7 @@ def _call(block: dict, field: str) -> ToolCall:
     return ToolCall(name, arguments, call_id)
 
 
-def messages_usage(result: CacheResult, output_tokens: int, reasoning_tokens: int) -> dict:
+def messages_usage(result: CacheResult, output_tokens: int, reasoning_tokens: int) -> JsonObject:
     """Anthropic usage: the uncached rest, plus writes (5m/1h split) and reads on top of it."""
     write, write_1h = result.cache_write, result.cache_write_1h
     return {
@@ -163,7 +164,7 @@ def content_blocks(reply: Reply) -> list[dict]:
     return blocks
 
 
-def message_object(parsed: ParsedRequest, message_id: str, blocks: list[dict], usage: dict) -> dict:
+def message_object(parsed: ParsedRequest, message_id: str, blocks: list[dict], usage: dict) -> JsonObject:
     tool_use = any(b["type"] == "tool_use" for b in blocks)
     return {
         "id": message_id,

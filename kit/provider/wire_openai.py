@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from kit.jsontypes import JsonObject
 from kit.provider.cache import CacheResult
 from kit.provider.policy import Conversation, Message, Reply, ToolCall, ToolSpec
 from kit.provider.prompt import ParsedRequest, RequestError, expect
@@ -61,7 +62,7 @@ def chunks(text: str) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-def error_body(status: int, message: str, param: str | None = None) -> dict:
+def error_body(status: int, message: str, param: str | None = None) -> JsonObject:
     """OpenAI's error shape."""
     kind = "server_error" if status >= 500 else "invalid_request_error"
     code = {
@@ -262,7 +263,7 @@ class _ResponsesInput:
 # ---------------------------------------------------------------- Responses: reply
 
 
-def responses_usage(result: CacheResult, output_tokens: int, reasoning_tokens: int) -> dict:
+def responses_usage(result: CacheResult, output_tokens: int, reasoning_tokens: int) -> JsonObject:
     return {
         "input_tokens": result.input_tokens,
         "input_tokens_details": {"cached_tokens": result.cache_read, "cache_write_tokens": result.cache_write},
@@ -327,7 +328,7 @@ def responses_items(
     return items
 
 
-def response_object(parsed: ParsedRequest, response_id: str, output: list[dict], usage: dict | None) -> dict:
+def response_object(parsed: ParsedRequest, response_id: str, output: list[dict], usage: dict | None) -> JsonObject:
     """The ``Response`` object; ``usage`` None gives the in-progress snapshot sent at stream start."""
     body = parsed.body
     return {
@@ -491,7 +492,7 @@ def _chat_call(call: Any, field: str) -> ToolCall:
 # ---------------------------------------------------------------- Chat Completions: reply
 
 
-def chat_usage(result: CacheResult, output_tokens: int, reasoning_tokens: int, bills_writes: bool) -> dict:
+def chat_usage(result: CacheResult, output_tokens: int, reasoning_tokens: int, bills_writes: bool) -> JsonObject:
     """Chat usage; ``cache_write_tokens`` appears only where the profile bills cache writes."""
     details = {"cached_tokens": result.cache_read}
     if bills_writes:
@@ -516,7 +517,7 @@ def chat_calls(reply: Reply) -> list[dict]:
     ]
 
 
-def chat_object(parsed: ParsedRequest, response_id: str, reply: Reply, calls: list[dict], usage: dict) -> dict:
+def chat_object(parsed: ParsedRequest, response_id: str, reply: Reply, calls: list[dict], usage: dict) -> JsonObject:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None, "refusal": None}
     if calls:
         message["tool_calls"] = calls
@@ -545,7 +546,7 @@ def chat_events(parsed: ParsedRequest, response_id: str, reply: Reply, calls: li
     if parsed.include_usage:
         head["usage"] = None
 
-    def chunk(delta: dict, finish: str | None = None) -> dict:
+    def chunk(delta: dict, finish: str | None = None) -> JsonObject:
         return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
     frames = [chunk({"role": "assistant", "content": "" if reply.text or not calls else None, "refusal": None})]

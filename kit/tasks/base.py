@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from kit.design import Arm
+from kit.jsontypes import PackFacts
 from kit.provider.policy import Policy
 
 
@@ -54,6 +55,6 @@ class TaskPack(Protocol):
 
     def grade(self, answer: str) -> Grade: ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> PackFacts:
         """Pack parameters for the manifest."""
         ...

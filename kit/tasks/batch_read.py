@@ -34,10 +34,10 @@ import random
 import re
 import tomllib
 from dataclasses import dataclass, field
-from typing import Any
 
 from kit.design import Arm, Placement
 from kit.errors import InputError
+from kit.jsontypes import PackFacts
 from kit.provider.policy import Conversation, Reply, ToolCall
 from kit.tasks import tooluse, userrepo
 from kit.tasks.base import Grade
@@ -279,7 +279,7 @@ class BatchReadPack(RepoFixture):
             return userrepo.NO_TRUTH if self._repo is not None else Grade(None, "no ground truth for a custom prompt")
         return grade(answer, self.fixture())
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> PackFacts:
         if self._repo is not None:
             base = {"task": self.name, "p_batch": self.p_batch, "q_batch": self.q_batch, "prompt": self.prompts()[0]}
             return {**base, "true_effect": self.true_effect, **self._repo.describe()}

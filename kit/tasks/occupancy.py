@@ -49,6 +49,7 @@ from typing import Any
 
 from kit.design import Arm
 from kit.errors import InputError
+from kit.jsontypes import PackFacts
 from kit.provider.policy import Conversation, Reply, ToolCall
 from kit.tasks import tooluse
 from kit.tasks.base import Grade
@@ -449,7 +450,7 @@ class OccupancyPack(QuestionChain):
     def policy(self) -> OccupancyPolicy:
         return OccupancyPolicy(self.p_second_explore, self.p_extra_read, self.reads_first, tuple(self.prompts()))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> PackFacts:
         out: dict[str, Any] = {
             "task": self.name,
             "seed": self.seed,

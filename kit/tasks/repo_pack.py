@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from kit.design import ParamError
+from kit.jsontypes import PackFacts
 from kit.tasks import userrepo
 from kit.tasks.base import Grade
 
@@ -46,7 +47,7 @@ class RepoFixture:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
 
-    def describe_repo(self, described: dict[str, Any]) -> dict[str, Any]:
+    def describe_repo(self, described: dict[str, Any]) -> PackFacts:
         """``described`` plus what identifies the repository: the user's (path, files) or the fixture's hash."""
         if self._repo is not None:
             return {**described, **self._repo.describe()}

@@ -46,6 +46,7 @@ from typing import Any
 
 from kit.design import Arm
 from kit.errors import InputError
+from kit.jsontypes import PackFacts
 from kit.provider.policy import Conversation, Reply, ToolCall
 from kit.tasks import tooluse
 from kit.tasks.base import Grade
@@ -530,7 +531,7 @@ class SessionChainPack(QuestionChain):
     def policy(self) -> SessionChainPolicy:
         return SessionChainPolicy(self.p_reread, self.p_rediscover, tuple(self.prompts()))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> PackFacts:
         out: dict[str, Any] = {
             "task": self.name,
             "seed": self.seed,

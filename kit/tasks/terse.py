@@ -35,12 +35,12 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from kit.design import Arm, ParamError
 from kit.errors import KitError
+from kit.jsontypes import PackFacts
 from kit.provider.policy import Conversation, Reply
 from kit.tasks.base import Grade
 from kit.tokens import count
@@ -293,7 +293,7 @@ class TersePack(TerseEffect):
         """Grade against run 0's question, matching :meth:`prompts`."""
         return self.grade_for(0, answer)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> PackFacts:
         digest = hashlib.sha256()
         for part in (README, *(p.read_text(encoding="utf-8") for p in (PROMPTS_FILE, FACTS_FILE, SKILL_FILE))):
             digest.update(part.encode() + b"\0")

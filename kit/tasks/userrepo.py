@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kit.design import ParamError, Placement
+from kit.jsontypes import PackFacts
 from kit.tasks.base import Grade
 
 NO_TRUTH = Grade(None, "no ground truth for a user repository")
@@ -72,7 +73,7 @@ class UserRepo:
             shutil.copyfile(self.root / rel, target)
         return files
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> PackFacts:
         """For the manifest: where, which patterns, how many files and a digest of their contents."""
         digest = hashlib.sha256()
         files = self.files()

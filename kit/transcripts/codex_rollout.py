@@ -42,6 +42,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from kit.jsontypes import Row
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, Parsed, Position, as_dict, file_summary, records, text
 from kit.transcripts._tools import exit_failed, result_row, text_chars
@@ -217,7 +218,7 @@ class _Output:
         promise = None if code is None else int(PROMISE_ALL.search(code) is not None)
         self.exec_promise_all_cells = _plus(self.exec_promise_all_cells, promise)
 
-    def columns(self) -> dict:
+    def columns(self) -> Row:
         return {
             "tool_calls": self.tool_calls,
             "output_chars": self.chars,

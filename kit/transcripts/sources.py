@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from kit.jsontypes import Row
 from kit.transcripts import read
 from kit.transcripts._base import Issues, TranscriptError, as_dict, json_lines
 from kit.transcripts._detect import detect
@@ -49,7 +50,7 @@ class Trial:
     issues: list[dict]
 
     @property
-    def ident(self) -> dict:
+    def ident(self) -> Row:
         """The identity columns meta.json gives every row of the trial."""
         return {k: self.meta.get(k) for k in ("batch", "arm", "run", "trial_id")}
 

@@ -11,9 +11,9 @@ from kit import ping
 def test_ping_sdk_backends_reach_the_embedded_provider():
     for backend in ("sdk-openai", "sdk-anthropic"):
         result = ping.ping(backend)
-        assert result["status"] == "ok", result
-        assert "embedded provider" in result["reached"] and "simulation" in result["reached"]
-        assert result["versions"]["openai"] and result["answer"]
+        assert result.status == "ok", result
+        assert "embedded provider" in result.reached and "simulation" in result.reached
+        assert result.versions["openai"] and result.answer
 
 
 @pytest.mark.e2e
@@ -24,8 +24,8 @@ def test_ping_cli_backends(backend):
     if not (cli_common.TOOLS_BIN / backend).exists():
         pytest.skip(f"{backend} CLI not installed in {cli_common.TOOLS_BIN} (make e2e-tools)")
     result = ping.ping(backend)
-    assert result["status"] == "ok", result
-    assert result["versions"], result
+    assert result.status == "ok", result
+    assert result.versions, result
 
 
 def test_ping_command_line():
