@@ -103,6 +103,17 @@ class Parsed:
         for key, values in other.attrs.items():
             self.attrs.setdefault(key, []).extend(values)
 
+    @classmethod
+    def of_files(cls, paths: Sequence[Path], read_file: Callable[[Path], Parsed], tools: bool) -> Parsed:
+        """``read_file`` of each path, in order, as one; tool-result rows only with ``tools`` (the small formats
+        build them anyway: they have few, so dropping them after costs less than a second code path)."""
+        out = cls()
+        for path in paths:
+            out.extend(read_file(path))
+        if not tools:
+            out.tools = []
+        return out
+
 
 def json_lines(path: Path, issues: Issues) -> Iterator[tuple[int, dict]]:
     """Yield ``(line number, object)`` for each JSON-object line, as plain dicts (orjson).

@@ -106,31 +106,27 @@ def _anthropic_plain(usage: dict) -> dict | None:
 
 def openai_responses(usage: object) -> dict:
     """OpenAI Responses usage: ``input_tokens`` already holds cached and written tokens."""
-    if not isinstance(usage, Mapping):
-        return unknown()
-    details = as_dict(usage.get("input_tokens_details"))
-    return _known(
-        _count(usage, "input_tokens"),
-        _count(usage, "output_tokens"),
-        cache_read_tokens=_count(details, "cached_tokens"),
-        cache_write_tokens=_count(details, "cache_write_tokens"),
-        cache_write_1h_tokens=None,
-        reasoning_tokens=_count(as_dict(usage.get("output_tokens_details")), "reasoning_tokens"),
-    )
+    return _openai(usage, "input_tokens", "output_tokens")
 
 
 def openai_chat(usage: object) -> dict:
     """OpenAI Chat Completions usage: ``prompt_tokens`` already holds cached and written tokens."""
+    return _openai(usage, "prompt_tokens", "completion_tokens")
+
+
+def _openai(usage: object, prompt: str, completion: str) -> dict:
+    """OpenAI's convention under one API's names: ``<prompt>_details`` and ``<completion>_details`` hold the cached,
+    written and reasoning counts."""
     if not isinstance(usage, Mapping):
         return unknown()
-    details = as_dict(usage.get("prompt_tokens_details"))
+    details = as_dict(usage.get(f"{prompt}_details"))
     return _known(
-        _count(usage, "prompt_tokens"),
-        _count(usage, "completion_tokens"),
+        _count(usage, prompt),
+        _count(usage, completion),
         cache_read_tokens=_count(details, "cached_tokens"),
         cache_write_tokens=_count(details, "cache_write_tokens"),
         cache_write_1h_tokens=None,
-        reasoning_tokens=_count(as_dict(usage.get("completion_tokens_details")), "reasoning_tokens"),
+        reasoning_tokens=_count(as_dict(usage.get(f"{completion}_details")), "reasoning_tokens"),
     )
 
 

@@ -40,13 +40,8 @@ class _Result:
 
 
 def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
-    """Rows of ``paths``; tool-result rows only with ``tools`` (this format has few, so they cost little)."""
-    out = Parsed()
-    for path in paths:
-        out.extend(_read_file(path, issues))
-    if not tools:
-        out.tools = []
-    return out
+    """Rows of ``paths``; tool-result rows only with ``tools``."""
+    return Parsed.of_files(paths, lambda path: _read_file(path, issues), tools)
 
 
 def _read_file(path: Path, issues: Issues) -> Parsed:
