@@ -623,6 +623,27 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _record_file(path: str, writer: str, purpose: str, method: str, record: type) -> Table:
+    """A JSON file the stages write as one record: its fields are its "columns", described on the record."""
+    return Table(path, writer, purpose, method, tuple(Column(n, m, u) for n, (m, u) in records.docs(record).items()))
+
+
+RECORD_FILES: tuple[Table, ...] = (
+    _record_file(
+        "manifest.json", "run (`kit.stages.run`)", "The batch as planned and as it went: one record "
+        "(`kit.records.Manifest`).", "interleaving", records.Manifest,
+    ),
+    _record_file(
+        "raw/<trial_id>/meta.json", "run (`kit.stages.run`)", "One finished trial, written last: one record "
+        "(`kit.records.TrialMeta`).", "isolation", records.TrialMeta,
+    ),
+    _record_file(
+        "analysis/design.json", "analyze (`kit.stages.analyze`)", "The design facts every figure and the report "
+        "state, with the analysis warnings: one record (`kit.records.Design`).", "totals", records.Design,
+    ),
+)  # fmt: skip
+
+
 def render() -> str:
     """``docs/tables.md``: every table, its writer and purpose, and one line per column."""
     lines = [
@@ -632,18 +653,19 @@ def render() -> str:
         "",
         "Paths are relative to a batch folder `outputs/<batch>/`. Token columns are nullable: a missing",
         "value means the source did not report it, never zero. The method behind each table is in",
-        "[method.md](method.md); the shape of the code in [design.md](design.md).",
+        "[method.md](method.md); the shape of the code in [design.md](design.md). After the tables, the fields of",
+        "the JSON records the stages write (`kit.records`), from the same descriptions the code carries.",
         "",
-        *(f"- [`{t.path}`](#{_slug(t.path)})" for t in TABLES),
+        *(f"- [`{t.path}`](#{_slug(t.path)})" for t in (*TABLES, *RECORD_FILES)),
     ]
-    for t in TABLES:
+    for t in (*TABLES, *RECORD_FILES):
         lines += [
             "",
             f"## {t.path}",
             "",
             f"{t.purpose} Written by {t.writer}; method: [method.md#{t.method}](method.md#{t.method}).",
             "",
-            "| column | meaning | unit |",
+            "| column | meaning | unit |" if t in TABLES else "| field | meaning | unit |",
             "|---|---|---|",
             *(f"| `{c.name}` | {_cell(c.meaning)} | {_cell(c.unit)} |" for c in t.columns),
         ]
