@@ -22,10 +22,10 @@ demo: install
 	$(BIN)/python -m kit batch -f params/demo.yaml
 
 test: install e2e-tools-if-reachable browser-tools-if-reachable
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-all: install e2e-tools-if-reachable browser-tools-if-reachable
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "slow or not slow"
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "slow or not slow"
 
 # Ruff, then the type checker (its settings: [tool.mypy] in pyproject.toml).
 lint: install

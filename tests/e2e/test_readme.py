@@ -114,9 +114,8 @@ def _dispatch(command: str, clone: Path) -> subprocess.CompletedProcess:
     return _run(command, clone)
 
 
-# One worker runs every test of this file (make test: --dist loadgroup): the README's commands run once, and two
-# copies would both serve on the README's fixed port.
-pytestmark = pytest.mark.xdist_group("readme")
+# One worker runs every test of this file (make test: --dist loadfile), so the README's commands run once: two
+# copies at once would both serve on the README's fixed port.
 
 
 @pytest.fixture(scope="module")
