@@ -896,29 +896,15 @@ def _point(va: np.ndarray, vb: np.ndarray, difference: bool) -> float:
 
 
 def ratio(
-    trials: pd.DataFrame,
-    metric: str,
-    a: str,
-    b: str,
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    allow_stitch: bool = False,
-    paired: bool | None = None,
-    matched: bool = False,
+    trials: pd.DataFrame, metric: str, a: str, b: str, *, confidence: float = 0.95, n_resamples: int = 10_000,
+    seed: int = 0, allow_stitch: bool = False, paired: bool | None = None, matched: bool = False,
     method: str = DEFAULT_METHOD,
-) -> Comparison:
-    """Compare arm ``a`` with baseline ``b`` on ``metric``: mean(a) / mean(b) (a difference for grades).
-
-    Only batches that ran both arms count; arms that never shared a batch raise :class:`StitchError`
-    (``allow_stitch=True`` computes an unpaired interval labelled "cross-run stitch"). Runs pair only when
-    ``matched`` (the design asked the same question in the same run of every arm) or ``paired=True``.
-    ``method`` picks the one-batch interval (``METHODS``; the default is the one the known-truth study
-    chose); across batches the interval is two-level percentile. ``bound_beyond_data`` flags a bound
-    outside what any resample of the data can produce (:func:`data_range`). The :class:`Comparison` is one
-    ``analysis/ratios.csv`` row (``msgspec.structs.asdict``).
-    """
+) -> Comparison:  # fmt: skip
+    """Arm ``a`` against baseline ``b`` on ``metric``: mean(a) / mean(b) (a difference for grades), one
+    ``analysis/ratios.csv`` row. Only batches that ran both arms count (else :class:`StitchError`, or with
+    ``allow_stitch`` an unpaired "cross-run stitch"); runs pair only when ``matched`` or ``paired=True``;
+    ``method`` is the one-batch interval (``METHODS``; across batches, two-level percentile), and a bound
+    beyond any resample of the data is flagged (:func:`data_range`)."""
     ok = _checked(trials, metric, a, b, method, confidence)
     difference = metric in DIFFERENCE_METRICS
     sel = _select_batches(ok, metric, a, b, allow_stitch=allow_stitch)
