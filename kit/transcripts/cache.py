@@ -7,8 +7,8 @@ by the file's path, size, modification and change times, inode and a content che
 first and last ``BLOCK`` bytes). A re-run reads only the files whose key changed: new files, rewritten
 files, read whole, and grown files. The readers keep state across a file's lines (a response's later
 lines, its paired usage line, the turn a prompt opens), so the Claude session and Codex rollout readers
-hand back their state at the end of a file (``RESUMABLE``), kept with its rows (live in memory, pickled on
-disk); a file that only grew (same inode, the bytes read before unchanged: their CRC-32, ``_resumable``) has only its
+hand back their state at the end of a file (``RESUMABLE``), kept pickled with its rows; a file that
+only grew (same inode, the bytes read before unchanged: their CRC-32, ``_resumable``) has only its
 appended lines read, from that state, and all its rows made again from it. What needs several
 files at once — a Claude response repeated in another session file, the ``api-request`` lines
 answered in another file, a Codex exec thread continued across files — is done when the tables are
@@ -40,7 +40,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -118,16 +118,8 @@ class Piece:
     attrs: dict[str, list]
     issues: list[dict]
     ids: Any = None  # claude_session's per-file ids, for the deduplication across files
-    state: Any = None  # the reader's state at the end of the file (``RESUMABLE``): live, or pickled; else None
+    state: bytes | None = None  # the reader's pickled state at the end of the file (``RESUMABLE``), else None
     at: tuple[int, int] | None = None  # with a state: the bytes it read and their CRC-32 (``_resumable``)
-
-    def __getstate__(self) -> dict[str, Any]:
-        """A live reader state is pickled on its own, to bytes: loading a cache then unpickles a state only
-        when its file grew (``_read_one``), not every state of every file with the index."""
-        found = dict(self.__dict__)
-        if found["state"] is not None and not isinstance(found["state"], bytes):
-            found["state"] = pickle.dumps(found["state"], pickle.HIGHEST_PROTOCOL)
-        return found
 
 
 @dataclass
@@ -345,53 +337,35 @@ def store(folder: str | Path | None) -> Store:
 
 
 def _read_one(
-    fmt: str, path: Path, tools: bool, resume: Any, keep: bool, live: bool = False
-) -> tuple[Parsed, Any, list[dict], Any, tuple[int, int] | None]:
+    fmt: str, path: Path, tools: bool, resume: bytes | None, keep: bool
+) -> tuple[Parsed, Any, list[dict], bytes | None, tuple[int, int] | None]:
     """One file read alone by its reader: its rows, claude_session's ids (else None), its issues, and
     where kept (``keep``, a format in ``RESUMABLE``, the file ending on a whole line) the reader's state
     at its end with the bytes read and their CRC. ``resume``: such a state, from which only the lines
-    after it are read (a grown file whose head ``_resumable`` found unchanged).
-
-    ``live`` (a read in this process) keeps the state itself rather than its pickle: pickling every
-    grown file's state on the call path cost about as much as reading its new lines, and the cache's
-    write thread pickles it anyway (``Piece.__getstate__``). The state then outlives the read, so what
-    leaves it (issues, side tables, ids) is copied, and the issues ``finish`` adds are taken back out
-    of it: a later resume must start from the state as the lines left it, as a pickle taken before
-    ``finish`` would."""
+    after it are read (a grown file whose head ``_resumable`` found unchanged)."""
     from kit.transcripts import READERS
 
     if fmt not in RESUMABLE:
         issues = Issues()
         return READERS[fmt].read([path], issues, tools), None, issues.items, None, None
     reader = RESUMABLE[fmt]
-    if resume is None:
-        state = reader.start(path, Issues(), tools, crc=keep)
-    else:
-        state = pickle.loads(resume) if isinstance(resume, bytes) else resume
+    state = pickle.loads(resume) if resume is not None else reader.start(path, Issues(), tools, crc=keep)
     reader.scan(state)
-    kept: Any = None
-    at = None
+    snapshot, at = None, None
     if keep and state.at.resumable:
-        kept, at = state if live else pickle.dumps(state, pickle.HIGHEST_PROTOCOL), (state.at.offset, state.at.crc)
-    scanned = len(state.issues.items)
+        snapshot, at = pickle.dumps(state, pickle.HIGHEST_PROTOCOL), (state.at.offset, state.at.crc)
     if fmt == claude_session.FORMAT:
         parsed, ids = claude_session.finish(state)
     else:
         parsed, ids = state.finish(), None
-    found = list(state.issues.items)
-    if kept is state:
-        del state.issues.items[scanned:]
-        parsed.attrs = {key: list(values) for key, values in parsed.attrs.items()}
-        if ids is not None:
-            ids = replace(ids, callers=list(ids.callers), sent=dict(ids.sent), answered=set(ids.answered))
-    return parsed, ids, found, kept, at
+    return parsed, ids, state.issues.items, snapshot, at
 
 
 def _read_chunk(
-    items: list[tuple[str, str, Any]], tools: bool, keep: bool, live: bool = False
+    items: list[tuple[str, str, bytes | None]], tools: bool, keep: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     """Files (format, path, state to resume from or None) read one by one into one request frame and one
-    tool frame, with each file's place in them; ``keep`` and ``live`` as in ``_read_one``.
+    tool frame, with each file's place in them; ``keep`` as in ``_read_one``.
 
     Runs in a worker process: frames travel back far faster than row dicts.
     """
@@ -399,7 +373,7 @@ def _read_chunk(
     tool_rows: list[dict] = []
     metas = []
     for fmt, path, resume in items:
-        parsed, ids, issues, state, at = _read_one(fmt, Path(path), tools, resume, keep, live)
+        parsed, ids, issues, state, at = _read_one(fmt, Path(path), tools, resume, keep)
         meta = {"path": path, "format": fmt, "attrs": parsed.attrs, "issues": issues, "ids": ids}
         meta |= {"state": state, "at": at}
         meta |= {"rows": (len(rows), len(rows) + len(parsed.rows))}
@@ -416,7 +390,7 @@ def workers(nbytes: int) -> int:
     return 1 if nbytes < PARALLEL_MIN_BYTES else max(1, cores)
 
 
-Work = tuple[str, str, Any]  # format, path, state to resume from (``_read_chunk``)
+Work = tuple[str, str, bytes | None]  # format, path, state to resume from (``_read_chunk``)
 
 
 def _chunks(items: list[tuple[Work, int]], n: int) -> list[list[Work]]:
@@ -457,11 +431,7 @@ def _read_pass(items: list[tuple[str, Path, Key]], tools: bool, st: Store) -> tu
 
     A file that grew since its piece was read, with that piece's bytes unchanged, is read from the
     piece's state: only its appended lines (``_resumable``). States are kept only in a cache folder.
-    A read in this process resumes a live state in place (``_read_one``): so the write in progress,
-    which may be pickling it, is waited for first, and if the pass fails part-way (a reader raising)
-    the pieces whose states it may have moved on are dropped, their files read whole next time.
     """
-    _settle(st.folder)
     keep = st.folder is not None
     work = []
     for fmt, path, key in items:
@@ -470,21 +440,11 @@ def _read_pass(items: list[tuple[str, Path, Key]], tools: bool, st: Store) -> tu
         work.append(((fmt, str(path), state), key[0] - offset))
     n = workers(sum(size for _, size in work))
     chunks = _chunks(work, n * CHUNKS_PER_WORKER if n > 1 else 1)
-    try:
-        if n > 1 and len(chunks) > 1:
-            results = _shared_work(chunks, tools, keep, n)
-        else:
-            results = [_read_chunk(c, tools, keep, live=True) for c in chunks]
-    except BaseException:
-        for (_, name, state), _ in work:
-            if state is not None and not isinstance(state, bytes):
-                st.pieces.pop(name, None)
-        raise
-    return _new_segment(results, {str(path): key for _, path, key in items}, tools)
-
-
-def _new_segment(results: list, keys: dict[str, Key], tools: bool) -> tuple[str, Segment, dict[str, Piece]]:
-    """The chunks read (``_read_chunk``), in order, as one segment and each file's piece in it."""
+    if n > 1 and len(chunks) > 1:
+        results = _shared_work(chunks, tools, keep, n)
+    else:
+        results = [_read_chunk(c, tools, keep) for c in chunks]
+    keys = {str(path): key for _, path, key in items}
     name, pieces, at, tool_at = _name(), {}, 0, 0
     for req, tool, metas in results:
         for meta in metas:
@@ -500,7 +460,7 @@ def _new_segment(results: list, keys: dict[str, Key], tools: bool) -> tuple[str,
     return name, segment, pieces
 
 
-def _resumable(piece: Piece | None, fmt: str, path: Path, key: Key, tools: bool) -> tuple[Any, int] | None:
+def _resumable(piece: Piece | None, fmt: str, path: Path, key: Key, tools: bool) -> tuple[bytes, int] | None:
     """``piece``'s reader state and the bytes it read, if the file it was read from only grew since: same
     format, tool reading and inode, a reader state kept, more bytes now, and the bytes that state read
     unchanged (their CRC-32, over all of them: a file rewritten in place with the same start and end is

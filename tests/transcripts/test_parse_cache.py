@@ -182,9 +182,9 @@ def test_grown_files_read_from_their_kept_state_agree(tmp_path: Path, monkeypatc
     resumed = {}
     real = cache._read_one
 
-    def spy(fmt: str, path: Path, tools: bool, resume: object, keep: bool, live: bool = False):
+    def spy(fmt: str, path: Path, tools: bool, resume: bytes | None, keep: bool):
         resumed[path.name] = resume is not None
-        return real(fmt, path, tools, resume, keep, live)
+        return real(fmt, path, tools, resume, keep)
 
     monkeypatch.setattr(cache, "_read_one", spy)
     want = both(folder, tools)
@@ -351,86 +351,3 @@ def test_settled_files_are_known_by_their_stat_and_a_rewrite_still_seen(
     assert session.stat().st_size == stat.st_size
     same(transcripts.tables(folder, cache=store), want)
     assert opened == [str(session)]
-
-
-def forked(name: str) -> bytes:
-    """A fixture rollout made a fork whose replayed parent history never ends: ``finish`` reports it on every
-    read, so a state kept live that kept that report would report it twice once resumed."""
-    import json
-
-    lines = (TRANSCRIPTS / name).read_bytes().splitlines(keepends=True)
-    meta = json.loads(lines[0])
-    meta["payload"]["forked_from_id"] = "parent-thread"
-    kept = [line for line in lines[1:] if b'"turn_context"' not in line and b'"task_started"' not in line]
-    return json.dumps(meta).encode() + b"\n" + b"".join(kept)
-
-
-def test_a_live_state_resumed_twice_agrees_with_cold_reads(tmp_path: Path) -> None:
-    """States kept live (a read in this process) and resumed twice: each cached read equals a cold read, the
-    state ``finish`` saw is left as the lines left it (its issues those of a fresh scan), and a cache loaded
-    from disk (states pickled by the write thread) resumes the same."""
-    from kit.transcripts import codex_rollout
-    from kit.transcripts._base import Issues
-
-    folder, store = tmp_path / "h", tmp_path / "cache"
-    folder.mkdir()
-    whole = {SESSION: (TRANSCRIPTS / SESSION).read_bytes(), "fork.jsonl": forked(ROLLOUT)}
-    for name, data in whole.items():
-        (folder / name).write_bytes(data[: len(data) // 3].rsplit(b"\n", 1)[0] + b"\n")
-    for step in (2, 3):
-        same(transcripts.tables(folder, cache=store), cold(folder))
-        piece = cache.store(store).pieces[str(folder / "fork.jsonl")]
-        assert piece.state is not None and not isinstance(piece.state, bytes)
-        fresh = codex_rollout.scan(codex_rollout.start(folder / "fork.jsonl", Issues(), True, crc=True))
-        assert piece.state.issues.items == fresh.issues.items
-        for name, data in whole.items():
-            cut = data[: len(data) * step // 3].rsplit(b"\n", 1)[0] + b"\n" if step < 3 else data
-            (folder / name).write_bytes(cut)  # rewritten whole, same inode, longer: resumed (same head)
-    same(transcripts.tables(folder, cache=store), cold(folder))
-    issues = transcripts.tables(folder, cache=store)[0].attrs["issues"]
-    assert sum("never ended" in i["reason"] for i in issues) == 1
-    cache._settle(store.resolve())
-    cache._STORES.clear()
-    assert isinstance(cache.store(store).pieces[str(folder / "fork.jsonl")].state, bytes)
-    with open(folder / SESSION, "ab") as handle:
-        handle.write(halves(SESSION)[1])
-    same(transcripts.tables(folder, cache=store), cold(folder))
-
-
-def test_a_resumed_read_failing_part_way_leaves_the_file_read_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A reader that raises while it resumes a live state has moved that state on: the file's piece is dropped,
-    and the next read takes the file whole, equal to a cold read."""
-    from kit.transcripts import codex_rollout
-
-    folder, store = tmp_path / "h", tmp_path / "cache"
-    folder.mkdir()
-    head, tail = halves(ROLLOUT)
-    (folder / ROLLOUT).write_bytes(head)
-    transcripts.tables(folder, cache=store)
-    with open(folder / ROLLOUT, "ab") as handle:
-        handle.write(tail)
-    real, seen = codex_rollout._File.line, []
-
-    def failing(self, number: int, line) -> None:
-        seen.append(number)
-        if len(seen) > 3:
-            raise RuntimeError("cut off")
-        real(self, number, line)
-
-    monkeypatch.setattr(codex_rollout._File, "line", failing)
-    with pytest.raises(RuntimeError):
-        transcripts.tables(folder, cache=store, strict=True)
-    monkeypatch.setattr(codex_rollout._File, "line", real)
-    assert str(folder / ROLLOUT) not in cache.store(store).pieces
-    resumed = []
-    read_one = cache._read_one
-
-    def spy(fmt: str, path: Path, tools: bool, resume: object, keep: bool, live: bool = False):
-        resumed.append(resume is not None)
-        return read_one(fmt, path, tools, resume, keep, live)
-
-    monkeypatch.setattr(cache, "_read_one", spy)
-    same(transcripts.tables(folder, cache=store), cold(folder))
-    assert resumed == [False]
