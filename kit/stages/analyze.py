@@ -230,32 +230,8 @@ def analyze_batches(
     ]
     folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
     _write(tables, design, warnings, folder)
-    # the tables' own numbers, as the report quotes them
-    return _analysis(tables, design, warnings, window_tokens, occupancy_block.for_batch(folder))
-
-
-def _analysis(
-    tables: dict[str, pd.DataFrame], design: Design, warnings: list[str], window_tokens: int, block: str
-) -> Analysis:
-    """The stage's result as a record, from the tables it wrote (named as their ``analysis/<name>.csv``)."""
-    t = tables
-    return Analysis(
-        design=design,
-        trials=t["trials"],
-        ratios=t["ratios"],
-        arms=t["arms"],
-        headline=t["headline"],
-        warmth=t["warmth"],
-        observed=t["observed"],
-        occupancy=t["occupancy"],
-        occupancy_trials=t["occupancy_trials"],
-        occupancy_comparison=t["occupancy_comparison"],
-        savings=t["savings"],
-        warmth_invariance=t["warmth_invariance"],
-        warnings=warnings,
-        window_tokens=window_tokens,
-        occupancy_block=block,
-    )
+    block = occupancy_block.for_batch(folder)  # the tables' own numbers, as the report quotes them
+    return Analysis(design=design, warnings=warnings, window_tokens=window_tokens, occupancy_block=block, **tables)
 
 
 def _occupancy_tables(
