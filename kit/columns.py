@@ -75,6 +75,11 @@ _COMMON: dict[str, tuple[str, str]] = {
         "(docs/method.md#transcripts)",
         "characters",
     ),
+    "output_framing_chars": (
+        "characters of the response's tool-call blocks besides their inputs: type, id, name and the other keys "
+        "as the transcript holds them, compact JSON; missing where the output is (docs/method.md#calibration)",
+        "characters",
+    ),
     "exec_cells": (
         "Codex Code Mode cells (`exec` custom tool calls) the response wrote (docs/method.md#transcripts)",
         "count",
@@ -204,6 +209,12 @@ TABLES: tuple[Table, ...] = (
             "tool": ("tool name as the transcript gives it", "text"),
             "category": ("tool family: " + ", ".join(f"`{c}`" for c in CATEGORIES), "text"),
             "chars": ("characters of the result", "characters"),
+            "framing_chars": (
+                "characters of the result's block besides its content (type, call id and the other keys as the "
+                "transcript holds them, compact JSON); NA where the format does not show it "
+                "(docs/method.md#calibration)",
+                "characters",
+            ),
             "is_error": ("the tool reported a failure", "boolean"),
         },
     ),

@@ -124,7 +124,8 @@ class _Gap:
     new_session: bool = False  # the first request of a fresh session: the window starts over
     output_in_chars: bool = True  # the previous response's output is known in characters (else in tokens)
     unknown_text: bool = False  # a new user turn whose characters are not known
-    results: list[tuple[str, float]] = field(default_factory=list)  # (category, chars)
+    call_framing: float = 0.0  # of other_chars: the previous response's call blocks besides their input
+    results: list[tuple[str, float, float]] = field(default_factory=list)  # (category, chars, framing chars)
 
     @property
     def chars(self) -> float:
@@ -197,7 +198,7 @@ def _no_gap(gaps: list[_Gap]) -> str:
 
 def _borrowed(gaps: list[_Gap], pool: list[Calibration]) -> Calibration:
     """No calibration gap: the arm's ratio pooled over its measured trials, else the named default."""
-    if not any(chars for g in gaps for _, chars in g.results):
+    if not any(chars for g in gaps for _, chars, _ in g.results):
         return Calibration(float("nan"), "none", "no tool result to price")
     reason = _no_gap(gaps)
     kept = [g for c in pool for g in c.kept]
@@ -218,8 +219,8 @@ def _relative_error(calibration: Calibration) -> float:
         return float("nan")
     cpt, errors = calibration.chars_per_token, []
     for g in calibration.kept:
-        result = max(c for _, c in g.results)
-        if g.share(result) < SINGLE_SHARE:
+        result = max(chars + framing for _, chars, framing in g.results)
+        if g.share(result) * g.chars / (g.chars - g.call_framing) < SINGLE_SHARE:
             continue
         growth = g.unknown_tokens - (g.chars - result) / cpt
         errors.append(abs(result / cpt - growth) / growth)
@@ -250,8 +251,9 @@ def _attribute(gaps: list[_Gap], cpt: float) -> tuple[dict[str, list[_Chunk]], f
         if g.reset:
             evicted += _evict(queue, sum(c.left for c in queue))
         added = 0.0
-        for category, chars in g.results:
-            chunk = _Chunk(chars, chars / cpt, chars / cpt)
+        for category, chars, framing in g.results:
+            tokens = (chars + framing) / cpt
+            chunk = _Chunk(chars, tokens, tokens)
             queue.append(chunk)
             every[category].append(chunk)
             added += chunk.tokens
@@ -285,6 +287,7 @@ def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> l
     cycles = req["cycle"].to_numpy(dtype=np.int64)
     ctx = _floats(req, "input_tokens")
     out_chars = _floats(req, "output_chars")
+    framing = np.nan_to_num(_floats(req, "output_framing_chars"))  # the response's blocks besides their text
     visible = _floats(req, "output_tokens") - np.nan_to_num(_floats(req, "reasoning_tokens"))
     user_known = _floats(req, "user_chars")
     user = np.nan_to_num(user_known)
@@ -295,19 +298,21 @@ def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> l
     gaps = []
     for k in range(1, len(req)):
         mine = res[slot == k]
+        framed = mine["chars"] + mine["framing"]
         known_chars = not np.isnan(out_chars[k - 1])
         other_tokens = 0.0 if known_chars else (0.0 if np.isnan(visible[k - 1]) else max(visible[k - 1], 0.0))
         gaps.append(
             _Gap(
                 delta=ctx[k] - ctx[k - 1],
-                tool_chars=float(mine["chars"].sum()),
-                other_chars=(out_chars[k - 1] if known_chars else 0.0) + user[k],
+                tool_chars=float(framed.sum()),
+                other_chars=(out_chars[k - 1] + framing[k - 1] if known_chars else 0.0) + user[k],
+                call_framing=framing[k - 1] if known_chars else 0.0,
                 other_tokens=other_tokens,
                 compacted=bool(((compact_cycles > cycles[k - 1]) & (compact_cycles <= cycles[k])).any()),
                 new_session=bool(new_session[k]),
                 output_in_chars=known_chars,
                 unknown_text=bool(new_turn[k]),
-                results=list(zip(mine["part"], mine["chars"].astype(float), strict=True)),
+                results=list(zip(mine["part"], mine["chars"], mine["framing"], strict=True)),
             )
         )
     return gaps
@@ -453,7 +458,9 @@ def measure(
     requests, tool_results = _main_window(requests, tool_results, keys)
     compactions = _compactions(events, keys)
     results = tool_results.assign(
-        part=tool_results["category"].map(TOOL_CATEGORIES).fillna(OTHER), chars=tool_results["chars"].astype(float)
+        part=tool_results["category"].map(TOOL_CATEGORIES).fillna(OTHER),
+        chars=tool_results["chars"].astype(float),
+        framing=np.nan_to_num(_floats(tool_results, "framing_chars")),
     )
     by_trial = {k: g for k, g in results.groupby(keys, sort=False, dropna=False)}
     by_event = {k: g["cycle"].to_numpy(dtype=np.int64) for k, g in compactions.groupby(keys, sort=False)}

@@ -32,6 +32,7 @@ TOKENS = [
 # What the response itself wrote, from the transcript's content (docs/method.md#transcripts); NA where unknown.
 OUTPUT = [
     "output_chars",  # characters of the response's text, visible reasoning and tool-call inputs
+    "output_framing_chars",  # characters of its tool-call blocks besides their inputs (``_tools.framing``)
 ]
 # Codex Code Mode: how the response called tools (docs/method.md#transcripts); NA outside Codex rollouts.
 CODE_MODE = [
@@ -84,7 +85,18 @@ REQUEST_DTYPES: dict[str, str] = {
     "wall_s": "Float64",
 }
 
-TOOL_RESULT_COLUMNS = ["batch", "arm", "run", "trial_id", "cycle", "tool", "category", "chars", "is_error"]
+TOOL_RESULT_COLUMNS = [
+    "batch",
+    "arm",
+    "run",
+    "trial_id",
+    "cycle",
+    "tool",
+    "category",
+    "chars",
+    "framing_chars",
+    "is_error",
+]
 TOOL_RESULT_DTYPES: dict[str, str] = {
     "batch": "string",
     "arm": "string",
@@ -94,6 +106,7 @@ TOOL_RESULT_DTYPES: dict[str, str] = {
     "tool": "string",
     "category": "string",
     "chars": "Int64",
+    "framing_chars": "Int64",
     "is_error": "boolean",
 }
 

@@ -269,17 +269,19 @@ def test_bad_input_is_located():
 def test_claude_tool_heavy_session():
     """spotter's tool_heavy.jsonl through kit.transcripts: four requests, six results (two never sent).
 
-    Checked by hand: only gap 3 (27,666 - 26,507 = 1,159 tokens; Glob 45 + WebSearch 3,061 characters,
-    plus the response before it: its characters where the reader gives ``output_chars``, else its 11 output
-    tokens) is big enough to calibrate. The Read and WebFetch results would enter a fifth request that the
+    Checked by hand: only gap 3 (27,666 - 26,507 = 1,159 tokens; Glob 45 + WebSearch 3,061 characters and
+    their blocks' 82 + 82 framing characters, plus the response before it: its 264 characters and its two
+    call blocks' 169 framing characters) is big enough to calibrate. Each result is priced with its framing
+    (docs/method.md#calibration). The Read and WebFetch results would enter a fifth request that the
     session never made.
     """
     requests = transcripts.read(TOOL_HEAVY).assign(trial_id="tool_heavy", arm="claude")
     tools = transcripts.tool_results(TOOL_HEAVY).assign(trial_id="tool_heavy")
     events = pd.DataFrame(requests.attrs["events"]).assign(trial_id="tool_heavy")
     out = occ.measure(requests, tools, events=events)
-    output_chars = requests["output_chars"].iloc[2] if "output_chars" in requests else pd.NA
-    cpt, measure = (3106 / 1148, "tokens") if pd.isna(output_chars) else ((3106 + output_chars) / 1159, "chars")
+    assert list(tools["framing_chars"]) == [99, 99, 82, 82, 82, 82]
+    assert (requests["output_chars"].iloc[2], requests["output_framing_chars"].iloc[2]) == (264, 169)
+    cpt, measure = (3106 + 164 + 264 + 169) / 1159, "chars"
     row = out.iloc[0]
     assert row["chars_per_token"] == pytest.approx(cpt) and 2 <= cpt <= 4 and row["calibration_note"] == ""
     assert (row["calibration"], row["output_measure"], row["requests"], row["compactions"]) == (
@@ -290,12 +292,12 @@ def test_claude_tool_heavy_session():
     )
     assert math.isnan(row["rel_err"])  # one calibration gap: no other gap to price it against
     tokens = by_category(out, "tool_heavy")
-    assert tokens["Bash/exec"] == pytest.approx((142 + 155) / cpt)
-    assert tokens["Grep/Glob"] == pytest.approx(45 / cpt)
-    assert tokens["other tools"] == pytest.approx(3061 / cpt)
+    assert tokens["Bash/exec"] == pytest.approx((142 + 155 + 2 * 99) / cpt)
+    assert tokens["Grep/Glob"] == pytest.approx((45 + 82) / cpt)
+    assert tokens["other tools"] == pytest.approx((3061 + 82) / cpt)
     assert tokens["Read"] == 0
     assert tokens["final context"] == 27_666 and tokens["fixed base"] == 25_801
-    assert tokens["base"] == pytest.approx(27_666 - (142 + 155 + 45 + 3061) / cpt)
+    assert tokens["base"] == pytest.approx(27_666 - (142 + 155 + 45 + 3061 + 2 * 99 + 2 * 82) / cpt)
     shares = out.set_index("category")["share_of_window"]
     assert shares["final context"] == pytest.approx(0.13833)
     assert 0 < tokens["file access"] < tokens["other tools"] < tokens["base"]

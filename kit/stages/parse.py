@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pandas as pd
 
@@ -149,20 +150,32 @@ def _read_trial(
     """A trial's primary rows, its tool results, and the provider log's rows and path where the log is a cross-check.
 
     The provider sees every tool result the client sends back (SDK response records have none), in
-    request order across the trial's files, so its tool results are taken where there is a log. Without
-    one, the transcripts' own are read per file when there are several, since their per-file cycles
-    must be mapped onto the trial's (``_renumbered``).
+    request order across the trial's files, so its tool results are taken where there is a log, with the
+    blocks' framing the transcripts show (``_framed``). Without one, the transcripts' own are read per file
+    when there are several, since their per-file cycles must be mapped onto the trial's (``_renumbered``).
     """
     primary, log = trial.primary, trial.log
     if log is not None and log not in primary:
-        rows, (logged, found) = transcripts.read(primary, strict=strict), transcripts.tables([log])
-        return rows, found, (logged, log)
+        (rows, shown), (logged, found) = transcripts.tables(primary, strict=strict), transcripts.tables([log])
+        return rows, _framed(found, shown), (logged, log)
     if len(primary) == 1:
         rows, found = transcripts.tables(primary, strict=strict)
         return rows, found.assign(source_path=str(primary[0])), None
     rows = transcripts.read(primary, strict=strict)
     found = [transcripts.tool_results([p]).assign(source_path=str(p)) for p in primary]
     return rows, pd.concat(found, ignore_index=True), None
+
+
+def _framed(logged: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
+    """The provider log's tool results with the framing characters of the transcripts' (the log has the
+    content, not the blocks as the client wrote them), where the two list the same tools in the same order
+    with the same characters (within 1%: the log joins a content list's parts with newlines); otherwise
+    unknown (NA), and occupancy prices the content alone."""
+    if len(logged) != len(shown) or list(logged["tool"]) != list(shown["tool"]):
+        return logged
+    a, b = logged["chars"].to_numpy(dtype=float), shown["chars"].to_numpy(dtype=float)
+    same = bool((abs(a - b) <= np.maximum(0.01 * a, 2)).all())
+    return logged.assign(framing_chars=shown["framing_chars"].to_numpy()) if same else logged
 
 
 def _renumbered(found: pd.DataFrame, numbering: sources.Numbering) -> pd.DataFrame:

@@ -23,7 +23,7 @@ import orjson
 
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, as_dict
-from kit.transcripts._tools import result_row, text_chars
+from kit.transcripts._tools import framing, result_row, text_chars
 
 BACKEND = "claude"
 TOOL_BLOCKS = ("tool_use", "server_tool_use")  # the model's own calls; their inputs are its output
@@ -32,13 +32,13 @@ TOOL_BLOCKS = ("tool_use", "server_tool_use")  # the model's own calls; their in
 class Content(NamedTuple):
     """What one assistant line's content blocks add to its response.
 
-    ``calls``: (id, name) of each ``tool_use`` block. ``pieces``: (block key, characters) of each block
-    that shows the model's own output; the key names the block so that a later line repeating it is not
-    counted twice. ``pieces`` is None where the size is unknown: content not readable as blocks, or a
-    tool call without its input.
+    ``calls``: (id, name, framing characters: ``_tools.framing``) of each ``tool_use`` block. ``pieces``:
+    (block key, characters) of each block that shows the model's own output; the key names the block so
+    that a later line repeating it is not counted twice. ``pieces`` is None where the size is unknown:
+    content not readable as blocks, or a tool call without its input.
     """
 
-    calls: list[tuple[object, object]]
+    calls: list[tuple[object, object, int]]
     pieces: list[tuple[object, int]] | None
 
 
@@ -79,7 +79,7 @@ def content_of(blocks: object) -> Content:
         return Content([], [(text_key("text", blocks), len(blocks))])
     if not isinstance(blocks, list):
         return Content([], None)
-    calls: list[tuple[object, object]] = []  # Content.calls
+    calls: list[tuple[object, object, int]] = []  # Content.calls
     pieces: list[tuple[object, int]] = []  # Content.pieces
     known = True
     for block in blocks:
@@ -87,7 +87,7 @@ def content_of(blocks: object) -> Content:
             continue
         kind, ident = block.get("type"), block.get("id")
         if kind == "tool_use":
-            calls.append((ident, block.get("name")))
+            calls.append((ident, block.get("name"), framing(block, "input")))
         known &= kind not in TOOL_BLOCKS or "input" in block  # a call without its input: its size is unknown
         chars = utf8_chars(orjson.dumps(block.get("input"))) if kind in TOOL_BLOCKS else 0
         if (found := piece(kind, ident, block.get("text"), block.get("thinking"), chars)) is not None:
@@ -130,7 +130,7 @@ class Responses:
     issues: Issues
     by_key: dict[str, _Response] = field(default_factory=dict)
     local: set[str] = field(default_factory=set)
-    calls: dict[str, tuple[object, int]] = field(default_factory=dict)  # id -> (tool name as given, cycle)
+    calls: dict[str, tuple[object, int, int]] = field(default_factory=dict)  # id -> (name as given, cycle, framing)
     tools: list[dict] = field(default_factory=list)
     callers: list[int | None] = field(default_factory=list)
 
@@ -171,10 +171,10 @@ class Responses:
             resp.sidechain = resp.sidechain and sidechain
             if type(usage) is dict and (output := _output(usage)) >= resp.output:
                 resp.usage, resp.usage_line, resp.output = usage, line, output
-        for ident, name in content.calls:
+        for ident, name, framed in content.calls:
             if ident not in resp.tool_use_ids:
                 resp.tool_use_ids.append(ident)
-                self.calls[str(ident)] = (name, resp.cycle)
+                self.calls[str(ident)] = (name, resp.cycle, framed)
         if content.pieces is None:
             resp.pieces = None
         elif resp.pieces is not None:
@@ -196,9 +196,9 @@ class Responses:
             if not isinstance(block, dict) or block.get("type") != "tool_result":
                 continue
             call = self.calls.get(str(block.get("tool_use_id")))
-            name, cycle = call or (None, len(self.by_key) - 1)
+            name, cycle, _ = call or (None, len(self.by_key) - 1, None)
             chars, error = text_chars(block.get("content")), block.get("is_error") is True
-            self.tools.append(result_row(cycle + 1, name, chars, error))
+            self.tools.append(result_row(cycle + 1, name, chars, error, framed=framing(block, "content")))
             self.callers.append(None if call is None else call[1])
 
     def rows(self) -> list[dict]:
@@ -221,10 +221,19 @@ class Responses:
                     **usage,
                     "tool_calls": len(resp.tool_use_ids),
                     "output_chars": None if resp.pieces is None else sum(resp.pieces.values()),
+                    "output_framing_chars": self._framing(resp.pieces),
                     "started_at": resp.started_at,
                 }
             )
         return rows
+
+    def _framing(self, pieces: dict[object, int] | None) -> int | None:
+        """Framing characters of a response's tool calls (``_tools.framing``, measured on each call's block:
+        ``calls``); unknown where its output is."""
+        if pieces is None:
+            return None
+        calls = (self.calls.get(str(ident)) for kind, ident, *_ in pieces if kind == "tool_use")
+        return sum(call[2] for call in calls if call is not None)
 
     def sidechain_ids(self) -> list[dict]:
         return [

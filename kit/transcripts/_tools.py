@@ -10,6 +10,9 @@ cycle + 1 (the provider log states it directly), so ``ctx[cycle] - ctx[cycle - 1
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+
+import orjson
 
 CATEGORIES = ("read", "grep", "bash", "exec", "explore", "other")
 
@@ -66,12 +69,44 @@ def exit_failed(text: str) -> bool:
     return match is not None and int(match.group(1)) != 0
 
 
-def result_row(cycle: int | None, name: object, chars: int | None, is_error: bool, trial_id: str | None = None) -> dict:
+def _emptied(content: object) -> object:
+    """``content`` with its text taken out and its shape kept: a string is empty, a content list keeps its
+    parts with their ``text`` empty, an object (a call's input) is ``{}``."""
+    if isinstance(content, str):
+        return ""
+    if isinstance(content, list):
+        return [
+            {k: "" if k == "text" else v for k, v in part.items()} if isinstance(part, dict) else "" for part in content
+        ]
+    return {} if isinstance(content, dict) else content
+
+
+def framing(block: Mapping[str, object], content: str) -> int:
+    """Characters of ``block`` (a tool result or call as the transcript holds it) besides its ``content`` key's
+    text: the keys, ids and type that travel with every result and call, as compact JSON.
+
+    A model's prompt carries them too, so they are part of what a result occupies, and a response's own
+    blocks (its calls above all) open every gap with them; pricing them at the calibrated ratio beside the
+    content keeps a short result from being credited with its call's framing (docs/method.md#calibration).
+    """
+    return len(orjson.dumps({k: _emptied(v) if k == content else v for k, v in block.items()}))
+
+
+def result_row(
+    cycle: int | None,
+    name: object,
+    chars: int | None,
+    is_error: bool,
+    trial_id: str | None = None,
+    framed: int | None = None,
+) -> dict:
+    """One tool result; ``framed``: its block's framing characters (``framing``), None where unknown."""
     return {
         "trial_id": trial_id,
         "cycle": cycle,
         "tool": name,
         "category": category(name),
         "chars": chars,
+        "framing_chars": framed,
         "is_error": is_error,
     }

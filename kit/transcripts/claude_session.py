@@ -36,6 +36,7 @@ from kit.transcripts._claude import (
     tool_piece,
     utf8_chars,
 )
+from kit.transcripts._tools import framing
 
 FORMAT = "claude_session"
 
@@ -233,7 +234,7 @@ def _content(raw: msgspec.Raw) -> Content:
         return content_of(msgspec.json.decode(raw))
     if not isinstance(blocks, list):
         return content_of(blocks)
-    calls: list[tuple[object, object]] = []  # Content.calls
+    calls: list[tuple[object, object, int]] = []  # Content.calls
     pieces: list[tuple[object, int]] = []  # Content.pieces
     known = True
     for block in blocks:  # ``piece`` inlined for text: this runs for every assistant line
@@ -242,7 +243,13 @@ def _content(raw: msgspec.Raw) -> Content:
             pieces.append((text_key("text", value), len(value)))
         elif kind in TOOL_BLOCKS:
             if kind == "tool_use":
-                calls.append((block.id, block.name))
+                calls.append(
+                    (
+                        block.id,
+                        block.name,
+                        framing({"type": kind, "id": block.id, "name": block.name, "input": {}}, "input"),
+                    )
+                )
             chars = utf8_chars(bytes(block.input))
             known &= chars > 0  # a call without its input: the response's size is unknown
             pieces.append(tool_piece(kind, block.id, chars))

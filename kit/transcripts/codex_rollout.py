@@ -45,7 +45,7 @@ import orjson
 from kit.jsontypes import Row
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, Parsed, Position, as_dict, file_summary, records, text
-from kit.transcripts._tools import exit_failed, result_row, text_chars
+from kit.transcripts._tools import exit_failed, framing, result_row, text_chars
 
 FORMAT = "codex_rollout"
 BACKEND = "codex"
@@ -53,6 +53,16 @@ KNOWN = {"session_meta", "response_item", "event_msg", "turn_context", "token_us
 CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 RESULTS = {"function_call_output", "custom_tool_call_output"}
 CHECKED = {"input_tokens": "input_tokens", "cache_read_tokens": "cached_input_tokens", "output_tokens": "output_tokens"}
+FRAMING_KEYS = (
+    "type",
+    "id",
+    "status",
+    "call_id",
+    "name",
+    "namespace",
+    "internal_chat_message_metadata_passthrough",
+)
+CALL_INPUT = {"function_call": "arguments", "custom_tool_call": "input"}  # the key holding what the model wrote
 OPAQUE_CALLS = {"local_shell_call", "web_search_call", "tool_search_call"}  # input not given as the model sent it
 TOOL_CALL = re.compile(r"\btools\.[A-Za-z_]\w*\s*\(")  # a tool called from a Code Mode cell
 PROMISE_ALL = re.compile(r"\bPromise\.all(?:Settled)?\b")
@@ -72,6 +82,7 @@ class _Payload(msgspec.Struct, gc=False):
     model: Any = None
     role: Any = None
     call_id: Any = None
+    status: Any = None
     name: Any = None
     namespace: Any = None  # an MCP tool's server (``mcp__kit``): the call is named ``<namespace>__<name>``
     output: msgspec.Raw = msgspec.Raw(b"null")  # a tool's output: decoded only when tool results are asked for
@@ -85,6 +96,15 @@ class _Payload(msgspec.Struct, gc=False):
     thread_id: Any = None
     response_id: Any = None
     usage: Any = None
+    # what the CLI keeps with a call (its turn): part of the call's framing (``_tools.framing``)
+    internal_chat_message_metadata_passthrough: Any = None
+
+    def framing(self, key: str | None, value: object = "") -> int:
+        """Characters of this call or result besides what its ``key`` holds (``value``, emptied by
+        ``_tools.framing``; None: the item has no such key, as a ``local_shell_call``), over the keys this
+        reader knows, as the rollout holds them."""
+        known = {k: v for k in FRAMING_KEYS if (v := getattr(self, k)) is not None}
+        return framing(known, "") if key is None else framing(known | {key: value}, key)
 
 
 class _Line(msgspec.Struct, gc=False):
@@ -203,6 +223,7 @@ class _Output:
     wrote: bool = False  # any model item: a ``token_count`` without usage then still stands for a response
     tool_calls: int = 0
     chars: int | None = 0
+    framing: int = 0  # characters of its calls besides their input (``_Payload.framing``)
     exec_cells: int = 0
     exec_tool_calls: int | None = 0
     exec_multi_call_cells: int | None = 0
@@ -222,6 +243,7 @@ class _Output:
         return {
             "tool_calls": self.tool_calls,
             "output_chars": self.chars,
+            "output_framing_chars": self.framing,
             "exec_cells": self.exec_cells,
             "exec_tool_calls": self.exec_tool_calls,
             "exec_multi_call_cells": self.exec_multi_call_cells,
@@ -368,8 +390,9 @@ class _File:
         if kind in CALLS:
             name = f"{item.namespace}__{item.name}" if isinstance(item.namespace, str) else item.name
             call_id = str(item.call_id)
+            framed = item.framing(CALL_INPUT.get(kind))
             self.calls[call_id] = (name or kind, self._cycle())
-            out.wrote, out.tool_calls = True, out.tool_calls + 1
+            out.wrote, out.tool_calls, out.framing = True, out.tool_calls + 1, out.framing + framed
             if kind == "function_call":
                 out.function_calls += 1
                 arguments = self._decoded(number, item.arguments, STRING, "function call arguments")
@@ -404,7 +427,8 @@ class _File:
                 self.issues.add(self.path, number, f"invalid JSON in the tool output ({exc}); tool result skipped")
                 return
             chars, is_error = _tool_output(output)
-            self.tools.append(result_row(cycle + 1, name, chars, is_error or failed))
+            framed = item.framing("output", output)
+            self.tools.append(result_row(cycle + 1, name, chars, is_error or failed, framed=framed))
 
     def _completed(self, number: int, raw: msgspec.Raw) -> None:
         """An ``item_completed`` event: a failed command marks its call, or, run inside a Code Mode cell

@@ -79,7 +79,8 @@ def attributed(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     true = truth(folder).sort_values("trial_id", kind="stable").reset_index(drop=True)
     assert list(true["trial_id"]) == list(results["trial_id"]), "the log's tool results are the table's"
     assert list(true["chars"]) == list(results["chars"]), "the log's characters are the table's"
-    price = results["chars"] / results["trial_id"].map(trials["chars_per_token"])
+    priced = results["chars"] + results["framing_chars"].fillna(0)
+    price = priced / results["trial_id"].map(trials["chars_per_token"])
     return true.assign(price=price, error=(price - true["tokens"]).abs() / true["tokens"]), trials
 
 
