@@ -215,6 +215,11 @@ TABLES: tuple[Table, ...] = (
                 "(docs/method.md#calibration)",
                 "characters",
             ),
+            "o200k_tokens": (
+                "the result's block in `o200k_base` tokens (the framing's JSON and the content's text counted apart): "
+                "the OpenAI models' own tokenizer, a proxy for Claude's (docs/method.md#calibration); NA where unknown",
+                "tokens",
+            ),
             "is_error": ("the tool reported a failure", "boolean"),
         },
     ),
@@ -406,6 +411,11 @@ TABLES: tuple[Table, ...] = (
             "results": ("tool results of the category", "count"),
             "contributed_tokens": ("tokens the category's results added, resident or not", "tokens"),
             "chars_per_token": ("the trial's calibrated ratio (docs/method.md#calibration)", "characters per token"),
+            "priced_by": (
+                "what each result is priced by: `o200k` (its block's `o200k_base` tokens, the trial's characters "
+                "shared out by them) or `chars` (its block's characters) (docs/method.md#calibration)",
+                "text",
+            ),
             "calibration": (
                 "how the ratio was found: `measured` (its own >= 80% tool-result gaps), `arm` (its arm's measured "
                 "trials), `default` (3 chars/token), `none` (no tool result), `usage unknown`",

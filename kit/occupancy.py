@@ -7,11 +7,14 @@ reads and writes), so the growth from one request to the next is exactly what wa
 between: the previous response's output, the tool results and any user text. Those parts are known
 in characters (tool results, and the response's output where a reader supplies ``output_chars``) or
 in tokens (the response's visible output, ``output_tokens - reasoning_tokens``, where no characters
-are known), so:
+are known). Every block's framing (type, ids, keys: ``framing_chars``, ``output_framing_chars``) counts
+with what it holds, and where every result of a trial has its block's ``o200k_base`` token count the
+trial's result characters are shared out by that count, so a dense result costs more than a sparse one
+of the same length (``priced_by``; docs/method.md#calibration). Then:
 
 1. Characters per token are calibrated per trial on the gaps that are >= 80% tool result by characters
-   (docs/method.md#calibration: calibrating on every gap hands a short result a whole gap whose
-   assistant text went unrecorded, so the all-gap pool is never used).
+   written, framing aside (docs/method.md#calibration: calibrating on every gap hands a short result a
+   whole gap whose assistant text went unrecorded, so the all-gap pool is never used).
    A gap's ratio is its characters over its tokens not already known; the lower median is taken, ratios
    above 1.5 times it are dropped (shedding inflates the apparent density), and the ratio is pooled
    over the rest. A trial with no such gap borrows its arm's ratio, pooled over the arm's measured
@@ -91,6 +94,7 @@ COLUMNS = [
     "share_of_window",
     "err",
     "chars_per_token",
+    "priced_by",
     "calibration",
     "calibration_note",
     "rel_err",
@@ -124,8 +128,8 @@ class _Gap:
     new_session: bool = False  # the first request of a fresh session: the window starts over
     output_in_chars: bool = True  # the previous response's output is known in characters (else in tokens)
     unknown_text: bool = False  # a new user turn whose characters are not known
-    call_framing: float = 0.0  # of other_chars: the previous response's call blocks besides their input
-    results: list[tuple[str, float, float]] = field(default_factory=list)  # (category, chars, framing chars)
+    content: float = 0.0  # the characters written (results, output text, user text): the chars less framing
+    results: list[tuple[str, float, float]] = field(default_factory=list)  # (category, chars, priced chars: _units)
 
     @property
     def chars(self) -> float:
@@ -141,11 +145,18 @@ class _Gap:
         """Tokens of the growth not already known as tokens: what the gap's characters must explain."""
         return self.delta - self.other_tokens
 
-    def share(self, chars: float) -> float:
-        """The part of the growth that ``chars`` of tool result account for, at the gap's own density."""
-        if self.chars <= 0 or self.delta <= 0:
+    @property
+    def tool_content(self) -> float:
+        """The tool results' own characters (their framing aside)."""
+        return sum(chars for _, chars, _ in self.results)
+
+    def share(self, content: float) -> float:
+        """The part of the growth that ``content`` characters of tool result account for, at the gap's own
+        density: a share of what was written, framing aside, since every block brings its framing whatever it
+        holds (docs/method.md#calibration)."""
+        if self.content <= 0 or self.delta <= 0:
             return 0.0
-        return chars / self.chars * max(0.0, 1 - self.other_tokens / self.delta)
+        return content / self.content * max(0.0, 1 - self.other_tokens / self.delta)
 
     def measurable(self) -> bool:
         """Fit to calibrate on: nothing cleared, nothing of unknown size, growth and text enough to divide."""
@@ -163,7 +174,7 @@ class Calibration:
 
 
 def _clean(gaps: list[_Gap]) -> list[_Gap]:
-    return [g for g in gaps if g.measurable() and g.share(g.tool_chars) >= CLEAN_SHARE]
+    return [g for g in gaps if g.measurable() and g.share(g.tool_content) >= CLEAN_SHARE]
 
 
 def _kept(gaps: list[_Gap]) -> list[_Gap]:
@@ -192,7 +203,7 @@ def _no_gap(gaps: list[_Gap]) -> str:
     measurable = [g for g in gaps if g.measurable()]
     if not measurable:
         return f"no gap of {MIN_GAP_CHARS}+ characters and known growth ({len(gaps)} gaps)"
-    best = max(g.share(g.tool_chars) for g in measurable)
+    best = max(g.share(g.tool_content) for g in measurable)
     return f"no gap >= {CLEAN_SHARE:.0%} tool result (the most: {best:.0%}, of {len(measurable)} measurable gaps)"
 
 
@@ -219,8 +230,8 @@ def _relative_error(calibration: Calibration) -> float:
         return float("nan")
     cpt, errors = calibration.chars_per_token, []
     for g in calibration.kept:
-        result = max(chars + framing for _, chars, framing in g.results)
-        if g.share(result) * g.chars / (g.chars - g.call_framing) < SINGLE_SHARE:
+        content, result = max((chars, units) for _, chars, units in g.results)
+        if g.share(content) < SINGLE_SHARE:
             continue
         growth = g.unknown_tokens - (g.chars - result) / cpt
         errors.append(abs(result / cpt - growth) / growth)
@@ -251,8 +262,8 @@ def _attribute(gaps: list[_Gap], cpt: float) -> tuple[dict[str, list[_Chunk]], f
         if g.reset:
             evicted += _evict(queue, sum(c.left for c in queue))
         added = 0.0
-        for category, chars, framing in g.results:
-            tokens = (chars + framing) / cpt
+        for category, chars, units in g.results:
+            tokens = units / cpt
             chunk = _Chunk(chars, tokens, tokens)
             queue.append(chunk)
             every[category].append(chunk)
@@ -282,12 +293,24 @@ def _new_sessions(req: pd.DataFrame) -> np.ndarray:
     return changed & (_floats(req, "file_cycle") == 0)
 
 
+def _units(res: pd.DataFrame) -> tuple[np.ndarray, str]:
+    """What each result is priced by, in characters, and how: its block's characters (content and framing),
+    or, where every result of the trial has its ``o200k_base`` token count, that count in the trial's
+    characters per such token (the trial's characters are kept, shared out by the tokenizer's measure),
+    so that a dense result costs more than a sparse one of the same length (docs/method.md#calibration)."""
+    chars = (res["chars"] + res["framing"]).to_numpy(dtype=float)
+    o200k = res["o200k"].to_numpy(dtype=float)
+    if len(res) == 0 or np.isnan(o200k).any() or o200k.sum() <= 0:
+        return chars, "chars"
+    return o200k * (chars.sum() / o200k.sum()), "o200k"
+
+
 def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> list[_Gap]:
     """Gap k holds what request k carries new: request k-1's output, tool results with cycle in (c[k-1], c[k]]."""
     cycles = req["cycle"].to_numpy(dtype=np.int64)
     ctx = _floats(req, "input_tokens")
     out_chars = _floats(req, "output_chars")
-    framing = np.nan_to_num(_floats(req, "output_framing_chars"))  # the response's blocks besides their text
+    framing = np.nan_to_num(_floats(req, "output_framing_chars"))  # the response's blocks besides what they hold
     visible = _floats(req, "output_tokens") - np.nan_to_num(_floats(req, "reasoning_tokens"))
     user_known = _floats(req, "user_chars")
     user = np.nan_to_num(user_known)
@@ -295,24 +318,25 @@ def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> l
     new_turn = np.r_[False, turns[1:] != turns[:-1]] & ~np.isnan(turns) & np.isnan(user_known)
     new_session = _new_sessions(req)
     slot = np.searchsorted(cycles, res["cycle"].to_numpy(dtype=np.int64), side="left")  # first request with c >= cycle
+    units = pd.Series(_units(res)[0], index=res.index)
     gaps = []
     for k in range(1, len(req)):
         mine = res[slot == k]
-        framed = mine["chars"] + mine["framing"]
+        priced = units[slot == k]
         known_chars = not np.isnan(out_chars[k - 1])
         other_tokens = 0.0 if known_chars else (0.0 if np.isnan(visible[k - 1]) else max(visible[k - 1], 0.0))
         gaps.append(
             _Gap(
                 delta=ctx[k] - ctx[k - 1],
-                tool_chars=float(framed.sum()),
+                tool_chars=float(priced.sum()),
                 other_chars=(out_chars[k - 1] + framing[k - 1] if known_chars else 0.0) + user[k],
-                call_framing=framing[k - 1] if known_chars else 0.0,
+                content=float(mine["chars"].sum()) + (out_chars[k - 1] if known_chars else 0.0) + user[k],
                 other_tokens=other_tokens,
                 compacted=bool(((compact_cycles > cycles[k - 1]) & (compact_cycles <= cycles[k])).any()),
                 new_session=bool(new_session[k]),
                 output_in_chars=known_chars,
                 unknown_text=bool(new_turn[k]),
-                results=list(zip(mine["part"], mine["chars"], mine["framing"], strict=True)),
+                results=list(zip(mine["part"], mine["chars"], priced, strict=True)),
             )
         )
     return gaps
@@ -430,6 +454,49 @@ class _TrialGaps(NamedTuple):
     requests: pd.DataFrame
     gaps: list[_Gap] | None  # None: usage unknown
     measured: Calibration | None  # None: not measured on this trial (borrowed from its arm)
+    priced_by: str  # what its results are priced by (``_units``)
+
+
+def _prepared(tool_results: pd.DataFrame) -> pd.DataFrame:
+    """Tool results with what pricing reads: occupancy category, characters, framing, ``o200k_base`` tokens."""
+    return tool_results.assign(
+        part=tool_results["category"].map(TOOL_CATEGORIES).fillna(OTHER),
+        chars=tool_results["chars"].astype(float),
+        framing=np.nan_to_num(_floats(tool_results, "framing_chars")),
+        o200k=_floats(tool_results, "o200k_tokens"),
+    )
+
+
+def _trials(
+    requests: pd.DataFrame, results: pd.DataFrame, compactions: pd.DataFrame, keys: list[str]
+) -> list[_TrialGaps]:
+    """Every trial's gaps and own calibration (none where a request's usage is unknown)."""
+    by_trial = {k: g for k, g in results.groupby(keys, sort=False, dropna=False)}
+    by_event = {k: g["cycle"].to_numpy(dtype=np.int64) for k, g in compactions.groupby(keys, sort=False)}
+    trials: list[_TrialGaps] = []
+    for key, req in requests.groupby(keys, sort=False, dropna=False):
+        req = req.sort_values("cycle")
+        ident = {"arm": req["arm"].iloc[0] if "arm" in req else pd.NA, **dict(zip(keys, key, strict=True))}
+        if "run" in req:
+            ident["run"] = req["run"].iloc[0]
+        mine = by_trial.get(key, results.iloc[:0])
+        if req["input_tokens"].isna().any() or req["output_tokens"].isna().any():
+            trials.append(_TrialGaps(ident, req, None, None, _units(mine)[1]))
+            continue
+        found = _gaps(req, mine, by_event.get(key, np.array([], dtype=np.int64)))
+        trials.append(_TrialGaps(ident, req, found, _measured(found), _units(mine)[1]))
+    return trials
+
+
+def result_prices(tool_results: pd.DataFrame, occ: pd.DataFrame) -> pd.Series:
+    """Each tool result's tokens as ``measure`` priced it when it entered the window (``occ``: its rows, one
+    trial per ``trial_id``): for checking the attribution against counts a provider knows."""
+    results = _prepared(tool_results)
+    ratio = occ.drop_duplicates("trial_id").set_index("trial_id")["chars_per_token"].astype(float)
+    prices = pd.Series(np.nan, index=results.index)
+    for trial, mine in results.groupby("trial_id", sort=False):
+        prices[mine.index] = _units(mine)[0] / ratio.get(trial, np.nan)
+    return prices
 
 
 def measure(
@@ -456,36 +523,19 @@ def measure(
     keys = ["batch", "trial_id"] if batched else ["trial_id"]
     _check(requests, tool_results, keys)
     requests, tool_results = _main_window(requests, tool_results, keys)
-    compactions = _compactions(events, keys)
-    results = tool_results.assign(
-        part=tool_results["category"].map(TOOL_CATEGORIES).fillna(OTHER),
-        chars=tool_results["chars"].astype(float),
-        framing=np.nan_to_num(_floats(tool_results, "framing_chars")),
-    )
-    by_trial = {k: g for k, g in results.groupby(keys, sort=False, dropna=False)}
-    by_event = {k: g["cycle"].to_numpy(dtype=np.int64) for k, g in compactions.groupby(keys, sort=False)}
-    trials: list[_TrialGaps] = []
-    for key, req in requests.groupby(keys, sort=False, dropna=False):
-        req = req.sort_values("cycle")
-        ident = {"arm": req["arm"].iloc[0] if "arm" in req else pd.NA, **dict(zip(keys, key, strict=True))}
-        if "run" in req:
-            ident["run"] = req["run"].iloc[0]
-        if req["input_tokens"].isna().any() or req["output_tokens"].isna().any():
-            trials.append(_TrialGaps(ident, req, None, None))
-            continue
-        found = _gaps(req, by_trial.get(key, results.iloc[:0]), by_event.get(key, np.array([], dtype=np.int64)))
-        trials.append(_TrialGaps(ident, req, found, _measured(found)))
+    trials = _trials(requests, _prepared(tool_results), _compactions(events, keys), keys)
     pools: dict[tuple, list[Calibration]] = {}
-    for ident, _, _, measured in trials:
-        if measured is not None:
-            pools.setdefault((ident.get("batch"), ident["arm"]), []).append(measured)
+    for trial in trials:
+        if trial.measured is not None:
+            pools.setdefault((trial.ident.get("batch"), trial.ident["arm"]), []).append(trial.measured)
     rows = []
-    for ident, req, gaps, measured in trials:
+    for ident, req, gaps, measured, priced_by in trials:
         if gaps is None:
             rows += [{**ident, "category": c, "calibration": "usage unknown", "requests": len(req)} for c in CATEGORIES]
             continue
         calibration = measured or _borrowed(gaps, pools.get((ident.get("batch"), ident["arm"]), []))
-        rows += [{**ident, **r} for r in _trial_rows(req, gaps, calibration, window_tokens)]
+        trial_rows = _trial_rows(req, gaps, calibration, window_tokens)
+        rows += [{**ident, **r, "priced_by": priced_by} for r in trial_rows]
     out = pd.DataFrame(rows, columns=COLUMNS)
     if not batched:
         out["batch"] = requests["batch"].iloc[0] if "batch" in requests.columns and len(requests) else pd.NA

@@ -8,7 +8,7 @@ a batch. One layout everywhere, so a number read in a report can be found again 
       final context       54,950 tok   27.5% of 200k window
       explore             13,941 tok   25.4% of ctx    7.0% of 200k win   (31,312 chars, 2 results)
       …
-      measure: 2.25 chars/tok measured ±0.9% · turns 6 · compactions 0
+      measure: 2.25 chars/tok measured ±0.9% · turns 6 · compactions 0 · priced by o200k
 
 Every figure is a value of ``analysis/occupancy_trials.csv`` (a batch's arm: the mean over its trials),
 so the block never computes anything the tables do not hold. The comparison the method makes (the
@@ -80,7 +80,8 @@ def _count(n: float, word: str) -> str:
 
 
 def _measure(trials: pd.DataFrame) -> str:
-    """``measure: X chars/tok <how> ±e% · turns N · compactions N`` (means over the trials given)."""
+    """``measure: X chars/tok <how> ±e% · turns N · compactions N · priced by P`` (means over the trials given;
+    P: what results are priced by, ``o200k`` or ``chars``, docs/method.md#calibration)."""
     cpt, rel = trials["chars_per_token"].astype(float), trials["rel_err"].astype(float)
     hows = trials["calibration"].astype(str).value_counts()
     how = hows.index[0] if len(hows) == 1 else ", ".join(f"{k} {v}/{len(trials)}" for k, v in hows.items())
@@ -89,7 +90,9 @@ def _measure(trials: pd.DataFrame) -> str:
     bar = bar if cpt.notna().any() else ""
     turns = trials["requests"].astype(float).mean()
     compactions = trials["compactions"].astype(float).sum()
-    return f"  measure: {ratio}{bar} · turns {_num(turns)} · compactions {compactions:.0f}"
+    priced = trials["priced_by"].dropna().astype(str).unique() if "priced_by" in trials else []
+    by = f" · priced by {', '.join(sorted(priced))}" if len(priced) else ""
+    return f"  measure: {ratio}{bar} · turns {_num(turns)} · compactions {compactions:.0f}{by}"
 
 
 def block(rows: pd.DataFrame, window_tokens: int | None = None) -> str:
@@ -120,7 +123,7 @@ def block(rows: pd.DataFrame, window_tokens: int | None = None) -> str:
     lines.append(f"{_line(LABELS[occ.FIXED_BASE], mean.loc[occ.FIXED_BASE, 'tokens'])}  {FIXED_NOTE}")
     trials = rows[rows["category"] == occ.CONTEXT]
     lines.append(_measure(trials))
-    notes = trials["calibration_note"].fillna("").astype(str)
+    notes = trials["calibration_note"].astype("string").fillna("")
     lines += [f"  ! {n}" for n in dict.fromkeys(notes[notes != ""])]
     return "\n".join(lines)
 

@@ -95,6 +95,7 @@ TOOL_RESULT_COLUMNS = [
     "category",
     "chars",
     "framing_chars",
+    "o200k_tokens",
     "is_error",
 ]
 TOOL_RESULT_DTYPES: dict[str, str] = {
@@ -107,6 +108,7 @@ TOOL_RESULT_DTYPES: dict[str, str] = {
     "category": "string",
     "chars": "Int64",
     "framing_chars": "Int64",
+    "o200k_tokens": "Int64",
     "is_error": "boolean",
 }
 

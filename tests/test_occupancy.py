@@ -269,19 +269,21 @@ def test_bad_input_is_located():
 def test_claude_tool_heavy_session():
     """spotter's tool_heavy.jsonl through kit.transcripts: four requests, six results (two never sent).
 
-    Checked by hand: only gap 3 (27,666 - 26,507 = 1,159 tokens; Glob 45 + WebSearch 3,061 characters and
-    their blocks' 82 + 82 framing characters, plus the response before it: its 264 characters and its two
-    call blocks' 169 framing characters) is big enough to calibrate. Each result is priced with its framing
-    (docs/method.md#calibration). The Read and WebFetch results would enter a fifth request that the
-    session never made.
+    Checked by hand: only gap 3 (27,666 - 26,507 = 1,159 tokens; Glob 45 + WebSearch 3,061 characters,
+    plus the response before it: its 264 characters and its blocks' 296 framing characters) is big enough to
+    calibrate. Each result is priced by its block's ``o200k_base`` tokens, the trial's characters (content
+    and framing) shared out by them (docs/method.md#calibration). The Read and WebFetch results would enter
+    a fifth request that the session never made.
     """
     requests = transcripts.read(TOOL_HEAVY).assign(trial_id="tool_heavy", arm="claude")
     tools = transcripts.tool_results(TOOL_HEAVY).assign(trial_id="tool_heavy")
     events = pd.DataFrame(requests.attrs["events"]).assign(trial_id="tool_heavy")
     out = occ.measure(requests, tools, events=events)
     assert list(tools["framing_chars"]) == [99, 99, 82, 82, 82, 82]
-    assert (requests["output_chars"].iloc[2], requests["output_framing_chars"].iloc[2]) == (264, 169)
-    cpt, measure = (3106 + 164 + 264 + 169) / 1159, "chars"
+    assert list(tools["o200k_tokens"]) == [78, 90, 44, 738, 990, 251]
+    assert (requests["output_chars"].iloc[2], requests["output_framing_chars"].iloc[2]) == (264, 296)
+    per_o200k = (142 + 155 + 45 + 3061 + 2984 + 1146 + 2 * 99 + 4 * 82) / (78 + 90 + 44 + 738 + 990 + 251)
+    cpt, measure = ((44 + 738) * per_o200k + 264 + 296) / 1159, "chars"
     row = out.iloc[0]
     assert row["chars_per_token"] == pytest.approx(cpt) and 2 <= cpt <= 4 and row["calibration_note"] == ""
     assert (row["calibration"], row["output_measure"], row["requests"], row["compactions"]) == (
@@ -292,12 +294,32 @@ def test_claude_tool_heavy_session():
     )
     assert math.isnan(row["rel_err"])  # one calibration gap: no other gap to price it against
     tokens = by_category(out, "tool_heavy")
-    assert tokens["Bash/exec"] == pytest.approx((142 + 155 + 2 * 99) / cpt)
-    assert tokens["Grep/Glob"] == pytest.approx((45 + 82) / cpt)
-    assert tokens["other tools"] == pytest.approx((3061 + 82) / cpt)
+    assert row["priced_by"] == "o200k"
+    assert tokens["Bash/exec"] == pytest.approx((78 + 90) * per_o200k / cpt)
+    assert tokens["Grep/Glob"] == pytest.approx(44 * per_o200k / cpt)
+    assert tokens["other tools"] == pytest.approx(738 * per_o200k / cpt)
     assert tokens["Read"] == 0
     assert tokens["final context"] == 27_666 and tokens["fixed base"] == 25_801
-    assert tokens["base"] == pytest.approx(27_666 - (142 + 155 + 45 + 3061 + 2 * 99 + 2 * 82) / cpt)
+    assert tokens["base"] == pytest.approx(27_666 - (78 + 90 + 44 + 738) * per_o200k / cpt)
     shares = out.set_index("category")["share_of_window"]
     assert shares["final context"] == pytest.approx(0.13833)
     assert 0 < tokens["file access"] < tokens["other tools"] < tokens["base"]
+
+
+def test_a_trials_characters_are_shared_out_by_the_results_token_counts():
+    """Two results of 2,000 characters, one twice as dense by ``o200k_base`` (600 tokens against 300) and
+    growing the prompt by 600 and 300: the trial's 4,000 characters are shared out as 2,667 and 1,333, which
+    prices each at its growth (docs/method.md#calibration); characters alone cannot tell the two apart. Framing
+    counts with its result; one result without a count puts the whole trial back on characters."""
+    requests = session([1000, 1600, 1900, 2000], out_chars=[0] * 4)
+    tools = results([(1, "read", 2000), (2, "grep", 2000)]).assign(framing_chars=[0, 0], o200k_tokens=[600, 300])
+    out = occ.measure(requests, tools)
+    tokens = by_category(out)
+    assert out["priced_by"].iloc[0] == "o200k" and out["chars_per_token"].iloc[0] == pytest.approx(4000 / 900)
+    assert (tokens["Read"], tokens["Grep/Glob"]) == (pytest.approx(600), pytest.approx(300))
+    assert list(occ.result_prices(tools, out)) == [pytest.approx(600), pytest.approx(300)]
+    by_chars = occ.measure(requests, tools.assign(o200k_tokens=[600, None]))
+    assert by_chars["priced_by"].iloc[0] == "chars"
+    assert by_chars["chars_per_token"].iloc[0] == pytest.approx(2000 / 600)  # the sparse gap looks like shedding
+    framed = occ.measure(requests, tools.assign(framing_chars=[250, 250], o200k_tokens=[None, None]))
+    assert framed["chars_per_token"].iloc[0] == pytest.approx((2000 + 250) / 600)

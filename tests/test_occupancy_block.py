@@ -33,7 +33,8 @@ def test_cli_prints_the_block_with_the_tables_values(capsys):
         "system + tool schemas + question, before any tool answered"
     )
     cpt = rows.loc["final context", "chars_per_token"]
-    assert re.fullmatch(rf"  measure: {cpt:.2f} chars/tok measured ±\? \(.*\) · turns 4 · compactions 0", lines[11])
+    measure = rf"  measure: {cpt:.2f} chars/tok measured ±\? \(.*\) · turns 4 · compactions 0 · priced by o200k"
+    assert re.fullmatch(measure, lines[11])
 
 
 def test_no_calibration_gap_is_said_loudly(capsys):

@@ -175,7 +175,7 @@ def _framed(logged: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
         return logged
     a, b = logged["chars"].to_numpy(dtype=float), shown["chars"].to_numpy(dtype=float)
     same = bool((abs(a - b) <= np.maximum(0.01 * a, 2)).all())
-    return logged.assign(framing_chars=shown["framing_chars"].to_numpy()) if same else logged
+    return logged.assign(**{c: shown[c].to_numpy() for c in ("framing_chars", "o200k_tokens")}) if same else logged
 
 
 def _renumbered(found: pd.DataFrame, numbering: sources.Numbering) -> pd.DataFrame:

@@ -23,10 +23,14 @@ import orjson
 
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, as_dict
-from kit.transcripts._tools import framing, result_row, text_chars
+from kit.transcripts._tools import framing, result_block, result_row, text_of
 
 BACKEND = "claude"
 TOOL_BLOCKS = ("tool_use", "server_tool_use")  # the model's own calls; their inputs are its output
+BLOCK_FRAMING = {  # a text or thinking block's framing (``_tools.framing``; a signature is opaque: emptied)
+    "text": framing({"type": "text", "text": ""}, "text"),
+    "thinking": framing({"type": "thinking", "thinking": "", "signature": ""}, "thinking"),
+}
 
 
 class Content(NamedTuple):
@@ -197,8 +201,9 @@ class Responses:
                 continue
             call = self.calls.get(str(block.get("tool_use_id")))
             name, cycle, _ = call or (None, len(self.by_key) - 1, None)
-            chars, error = text_chars(block.get("content")), block.get("is_error") is True
-            self.tools.append(result_row(cycle + 1, name, chars, error, framed=framing(block, "content")))
+            text, error = text_of(block.get("content")), block.get("is_error") is True
+            sizes = result_block(block, "content", text)
+            self.tools.append(result_row(cycle + 1, name, len(text), error, block=sizes))
             self.callers.append(None if call is None else call[1])
 
     def rows(self) -> list[dict]:
@@ -228,12 +233,16 @@ class Responses:
         return rows
 
     def _framing(self, pieces: dict[object, int] | None) -> int | None:
-        """Framing characters of a response's tool calls (``_tools.framing``, measured on each call's block:
-        ``calls``); unknown where its output is."""
+        """Framing characters of a response's blocks (``_tools.framing``): a call's measured on its block
+        (``calls``), a text or thinking block's its kind's; unknown where its output is."""
         if pieces is None:
             return None
-        calls = (self.calls.get(str(ident)) for kind, ident, *_ in pieces if kind == "tool_use")
-        return sum(call[2] for call in calls if call is not None)
+        total = 0
+        for key in pieces:  # (kind, id, ...): ``text_key``, ``tool_piece``
+            kind, ident = key[:2] if isinstance(key, tuple) else (None, None)
+            call = self.calls.get(str(ident)) if kind == "tool_use" else None
+            total += call[2] if call is not None else BLOCK_FRAMING.get(kind, 0)
+        return total
 
     def sidechain_ids(self) -> list[dict]:
         return [

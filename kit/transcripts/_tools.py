@@ -14,6 +14,8 @@ from collections.abc import Mapping
 
 import orjson
 
+from kit.tokens import encoding
+
 CATEGORIES = ("read", "grep", "bash", "exec", "explore", "other")
 
 _BY_NAME = {
@@ -49,15 +51,20 @@ def category(name: object) -> str:
     return "explore" if "explore" in short else "other"
 
 
-def text_chars(content: object) -> int:
-    """Characters of text a result shows the model: a string, or the text parts of a content list."""
+def text_of(content: object) -> str:
+    """The text a result shows the model: a string, or the text parts of a content list, joined."""
     if isinstance(content, str):
-        return len(content)
+        return content
     if isinstance(content, list):
-        return sum(text_chars(part.get("text") if isinstance(part, dict) else part) for part in content)
+        return "".join(text_of(part.get("text") if isinstance(part, dict) else part) for part in content)
     if isinstance(content, dict):
-        return text_chars(content.get("text", content.get("content")))
-    return 0
+        return text_of(content.get("text", content.get("content")))
+    return ""
+
+
+def text_chars(content: object) -> int:
+    """Characters of text a result shows the model (``text_of``)."""
+    return len(text_of(content))
 
 
 _EXIT = re.compile(r"(?:Process exited with code|Exit code:?)\s*(-?\d+)")
@@ -81,15 +88,42 @@ def _emptied(content: object) -> object:
     return {} if isinstance(content, dict) else content
 
 
-def framing(block: Mapping[str, object], content: str) -> int:
-    """Characters of ``block`` (a tool result or call as the transcript holds it) besides its ``content`` key's
-    text: the keys, ids and type that travel with every result and call, as compact JSON.
+def skeleton(block: Mapping[str, object], content: str) -> str:
+    """``block`` (a tool result or call as the transcript holds it) as compact JSON with its ``content`` key's
+    text emptied: the keys, ids and type that travel with every result and call.
 
     A model's prompt carries them too, so they are part of what a result occupies, and a response's own
-    blocks (its calls above all) open every gap with them; pricing them at the calibrated ratio beside the
-    content keeps a short result from being credited with its call's framing (docs/method.md#calibration).
+    blocks (its calls above all) open every gap with them; pricing them beside the content keeps a short
+    result from being credited with its call's framing (docs/method.md#calibration).
     """
-    return len(orjson.dumps({k: _emptied(v) if k == content else v for k, v in block.items()}))
+    return orjson.dumps({k: _emptied(v) if k == content else v for k, v in block.items()}).decode()
+
+
+def framing(block: Mapping[str, object], content: str) -> int:
+    """Characters of ``block``'s ``skeleton``: its framing."""
+    return len(skeleton(block, content))
+
+
+SAMPLE_CHARS = 1 << 15  # a longer text is counted on its first and last halves of this, scaled to its length
+
+
+def result_block(block: Mapping[str, object], content: str, text: str) -> tuple[int, int]:
+    """A result block's framing characters and its ``o200k_base`` tokens, skeleton and text (``text``, the
+    content as the model reads it) counted apart: the public tokenizer's measure of what it occupies, which
+    follows content density where characters cannot (docs/method.md#calibration).
+
+    A text longer than ``SAMPLE_CHARS`` (a whole log, a file dump) is counted on its head and tail and
+    scaled: density is what pricing needs, and tokenising runs at about 10 MB/s, the largest cost of reading
+    a history's tool results.
+    """
+    frame = skeleton(block, content)
+    encode = encoding("o200k_base").encode_ordinary
+    if len(text) <= SAMPLE_CHARS:
+        tokens = len(encode(text))
+    else:
+        half = SAMPLE_CHARS // 2
+        tokens = round((len(encode(text[:half])) + len(encode(text[-half:]))) * len(text) / SAMPLE_CHARS)
+    return len(frame), len(encode(frame)) + tokens
 
 
 def result_row(
@@ -98,15 +132,17 @@ def result_row(
     chars: int | None,
     is_error: bool,
     trial_id: str | None = None,
-    framed: int | None = None,
+    block: tuple[int | None, int | None] = (None, None),
 ) -> dict:
-    """One tool result; ``framed``: its block's framing characters (``framing``), None where unknown."""
+    """One tool result; ``block``: its framing characters and its ``o200k_base`` tokens (``result_block``),
+    None where unknown."""
     return {
         "trial_id": trial_id,
         "cycle": cycle,
         "tool": name,
         "category": category(name),
         "chars": chars,
-        "framing_chars": framed,
+        "framing_chars": block[0],
+        "o200k_tokens": block[1],
         "is_error": is_error,
     }

@@ -84,6 +84,12 @@ class _Block(msgspec.Struct, gc=False):
     text: Any = None
     thinking: Any = None
     input: msgspec.Raw = msgspec.Raw(b"")  # empty where the block has no input: its size is unknown
+    caller: Any = None  # how the call was made (``{"type": "direct"}``): part of its framing
+
+    def call(self) -> dict[str, object]:
+        """A tool_use block's keys as the transcript holds them, its input emptied (``_tools.framing``)."""
+        keys = {"type": self.type, "id": self.id, "name": self.name, "input": {}}
+        return keys if self.caller is None else keys | {"caller": self.caller}
 
 
 RENAME = {
@@ -247,7 +253,7 @@ def _content(raw: msgspec.Raw) -> Content:
                     (
                         block.id,
                         block.name,
-                        framing({"type": kind, "id": block.id, "name": block.name, "input": {}}, "input"),
+                        framing(block.call(), "input"),
                     )
                 )
             chars = utf8_chars(bytes(block.input))

@@ -45,7 +45,7 @@ import orjson
 from kit.jsontypes import Row
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, Parsed, Position, as_dict, file_summary, records, text
-from kit.transcripts._tools import exit_failed, framing, result_row, text_chars
+from kit.transcripts._tools import exit_failed, framing, result_block, result_row, text_of
 
 FORMAT = "codex_rollout"
 BACKEND = "codex"
@@ -96,15 +96,29 @@ class _Payload(msgspec.Struct, gc=False):
     thread_id: Any = None
     response_id: Any = None
     usage: Any = None
+    encrypted_content: msgspec.Raw = msgspec.Raw(b"null")  # a reasoning item's opaque text: only framed
     # what the CLI keeps with a call (its turn): part of the call's framing (``_tools.framing``)
     internal_chat_message_metadata_passthrough: Any = None
 
-    def framing(self, key: str | None, value: object = "") -> int:
-        """Characters of this call or result besides what its ``key`` holds (``value``, emptied by
-        ``_tools.framing``; None: the item has no such key, as a ``local_shell_call``), over the keys this
-        reader knows, as the rollout holds them."""
-        known = {k: v for k in FRAMING_KEYS if (v := getattr(self, k)) is not None}
-        return framing(known, "") if key is None else framing(known | {key: value}, key)
+    def _known(self) -> dict[str, object]:
+        """The keys this reader knows of a call or result, as the rollout holds them (its framing)."""
+        return {k: v for k in FRAMING_KEYS if (v := getattr(self, k)) is not None}
+
+    def framing(self, key: str | None) -> int:
+        """Characters of this call besides what its ``key`` holds (``_tools.framing``; None: the item has no
+        such key, as a ``local_shell_call``)."""
+        return framing(self._known(), "") if key is None else framing(self._known() | {key: ""}, key)
+
+    def item_framing(self, texts: dict[str, tuple[msgspec.Raw, int]]) -> int:
+        """Characters of a reasoning or message item besides its text: its known keys, each of ``texts`` (key:
+        its raw JSON and the characters of text in it) less that text, and an opaque ``encrypted_content``
+        emptied (its tokens cannot be told from the rollout)."""
+        known = self._known() | ({"encrypted_content": ""} if self.encrypted_content != NULL else {})
+        return framing(known, "") + sum(len(key) + 4 + len(raw) - chars for key, (raw, chars) in texts.items())
+
+    def result_block(self, output: object, text: str) -> tuple[int, int]:
+        """This result's framing characters and ``o200k_base`` tokens (``_tools.result_block``)."""
+        return result_block(self._known() | {"output": output}, "output", text)
 
 
 class _Line(msgspec.Struct, gc=False):
@@ -194,8 +208,8 @@ def _minus(total: dict, previous: dict | None) -> dict:
     return {k: v - before.get(k, 0) if isinstance(v, int) else v for k, v in total.items()}
 
 
-def _tool_output(output: object) -> tuple[int, bool]:
-    """Characters and error status of a call's output (text, content list, or an object)."""
+def _tool_output(output: object) -> tuple[str, bool]:
+    """The text and error status of a call's output (text, content list, or an object)."""
     if isinstance(output, str):
         legacy = None
         if output.startswith("{"):
@@ -204,11 +218,11 @@ def _tool_output(output: object) -> tuple[int, bool]:
             except orjson.JSONDecodeError:
                 legacy = None
         if isinstance(legacy, dict) and isinstance(legacy.get("metadata"), dict):
-            return len(output), legacy["metadata"].get("exit_code") not in (0, None)
-        return len(output), exit_failed(output)
+            return output, legacy["metadata"].get("exit_code") not in (0, None)
+        return output, exit_failed(output)
     if isinstance(output, dict):
-        return text_chars(output.get("content", output.get("body"))), output.get("success") is False
-    return text_chars(output), False
+        return text_of(output.get("content", output.get("body"))), output.get("success") is False
+    return text_of(output), False
 
 
 def _plus(total: int | None, more: int | None) -> int | None:
@@ -223,7 +237,7 @@ class _Output:
     wrote: bool = False  # any model item: a ``token_count`` without usage then still stands for a response
     tool_calls: int = 0
     chars: int | None = 0
-    framing: int = 0  # characters of its calls besides their input (``_Payload.framing``)
+    framing: int = 0  # characters of its items besides what the model wrote (``_Payload.framing``)
     exec_cells: int = 0
     exec_tool_calls: int | None = 0
     exec_multi_call_cells: int | None = 0
@@ -412,9 +426,12 @@ class _File:
             out.wrote = True
             summary = self._text_chars(number, item.summary, "reasoning summary")
             out.chars = _plus(out.chars, _plus(summary, self._text_chars(number, item.content, "reasoning content")))
+            out.framing += item.item_framing({"summary": (item.summary, summary or 0), "content": (item.content, 0)})
         elif kind == "message" and item.role == "assistant":
             out.wrote = True
-            out.chars = _plus(out.chars, self._text_chars(number, item.content, "assistant message content"))
+            chars = self._text_chars(number, item.content, "assistant message content")
+            out.chars = _plus(out.chars, chars)
+            out.framing += item.item_framing({"content": (item.content, chars or 0)})
         elif kind in RESULTS and self.want_tools:
             call_id = str(item.call_id)
             name, cycle = self.calls.get(call_id, (None, self._cycle() - 1))
@@ -426,9 +443,9 @@ class _File:
             except msgspec.DecodeError as exc:  # a lone surrogate escape, which the line's decoding let through
                 self.issues.add(self.path, number, f"invalid JSON in the tool output ({exc}); tool result skipped")
                 return
-            chars, is_error = _tool_output(output)
-            framed = item.framing("output", output)
-            self.tools.append(result_row(cycle + 1, name, chars, is_error or failed, framed=framed))
+            shown, is_error = _tool_output(output)
+            sizes = item.result_block(output, shown)
+            self.tools.append(result_row(cycle + 1, name, len(shown), is_error or failed, block=sizes))
 
     def _completed(self, number: int, raw: msgspec.Raw) -> None:
         """An ``item_completed`` event: a failed command marks its call, or, run inside a Code Mode cell

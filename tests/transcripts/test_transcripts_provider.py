@@ -83,6 +83,7 @@ def test_provider_log_openai_line(tmp_path):
         ["b1-placebo-r0", 1, "read_file", "read", 5120, False],
         ["b1-placebo-r0", 1, "grep", "grep", 80, True],
     ]
+    assert tools["framing_chars"].isna().all() and tools["o200k_tokens"].isna().all()  # the log has no blocks
 
 
 def test_provider_log_anthropic_line_uses_the_canonical_usage_not_the_wire(tmp_path):

@@ -1,0 +1,95 @@
+"""``framing_chars``, ``output_framing_chars`` and ``o200k_tokens``: each block's framing and a result's tokenizer
+count (docs/method.md#calibration), checked on the real public transcripts against an independent count.
+
+A block's framing is the block as the transcript holds it, as compact JSON, with what it holds emptied: a
+result's content (a string becomes ``""``, a content list keeps its parts with their text emptied), a call's
+input. The expected figures are computed here from the raw lines with the standard library (``json``), never
+through the readers.
+"""
+
+from __future__ import annotations
+
+import json
+
+from kit import tokens, transcripts
+from tests.support import CODE_MODE, SESSION, STREAM, TOOL_HEAVY
+
+
+def compact(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def records(path) -> list[dict]:
+    with open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def emptied(content: object) -> object:
+    if isinstance(content, list):
+        return [{**part, "text": ""} if "text" in part else part for part in content]
+    return "" if isinstance(content, str) else content
+
+
+def claude_results(path) -> list[tuple[int, int]]:
+    """(framing characters, o200k tokens) of every tool_result block, in file order."""
+    out = []
+    for record in records(path):
+        content = record.get("message", {}).get("content") if record.get("type") == "user" else None
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_result":
+                frame = compact({**block, "content": emptied(block.get("content"))})
+                body = block.get("content")
+                text = body if isinstance(body, str) else "".join(p.get("text", "") for p in body or [])
+                out.append((len(frame), tokens.count(frame) + tokens.count(text)))
+    return out
+
+
+def test_claude_session_results_are_framed_and_counted_as_their_blocks():
+    for path in (TOOL_HEAVY, SESSION):
+        got = transcripts.tool_results(path)
+        assert list(zip(got["framing_chars"], got["o200k_tokens"], strict=True)) == claude_results(path), path
+
+
+def test_claude_stream_json_results_match_the_session_of_the_same_run():
+    """stream-json holds the same blocks as the session file of the same run: the same framing."""
+    stream, session = transcripts.tool_results(STREAM), transcripts.tool_results(SESSION)
+    assert len(stream) and stream["framing_chars"].notna().all()
+    assert list(stream["framing_chars"]) == list(session["framing_chars"][: len(stream)])
+
+
+def test_claude_response_framing_is_its_blocks_less_what_they_hold():
+    """tool_heavy's third response, spelled out: a thinking block, a text block and two tool_use blocks."""
+    requests = transcripts.read(TOOL_HEAVY)
+    blocks: dict[str, dict[str, str]] = {}
+    for record in records(TOOL_HEAVY):
+        if record.get("type") == "assistant":
+            for block in record["message"]["content"]:
+                kind = block["type"]
+                key = block.get("id") or block.get(kind) or kind
+                held = {"text": {"text": ""}, "thinking": {"thinking": "", "signature": ""}, "tool_use": {"input": {}}}
+                if kind in held:
+                    frame = {"type": kind, **held[kind]} if kind != "tool_use" else {**block, "input": {}}
+                    blocks.setdefault(record["message"]["id"], {})[key] = compact(frame)
+    expected = [sum(map(len, seen.values())) for seen in blocks.values()]
+    assert list(requests["output_framing_chars"]) == expected
+
+
+def test_codex_rollout_results_and_calls_are_framed_as_the_rollout_holds_them():
+    """A result's framing is its payload with the output emptied (Code Mode cells' outputs: content lists); a
+    response's includes each call's payload with its input emptied."""
+    got = transcripts.tool_results(CODE_MODE)
+    expected, calls = [], []
+    for record in records(CODE_MODE):
+        payload = record.get("payload", {})
+        if record.get("type") != "response_item":
+            continue
+        if payload.get("type") == "custom_tool_call_output":
+            output = payload["output"]
+            frame = compact({**payload, "output": emptied(output)})
+            text = output if isinstance(output, str) else "".join(p.get("text", "") for p in output)
+            expected.append((len(frame), tokens.count(frame) + tokens.count(text)))
+        if payload.get("type") == "custom_tool_call":
+            calls.append(len(compact({**payload, "input": ""})))
+    assert len(expected) == 5 and list(zip(got["framing_chars"], got["o200k_tokens"], strict=True)) == expected
+    framed = transcripts.read(CODE_MODE)["output_framing_chars"]
+    assert framed.sum() >= sum(calls) and (framed > 0).all()
