@@ -300,7 +300,9 @@ def _units(res: pd.DataFrame) -> tuple[np.ndarray, str]:
     so that a dense result costs more than a sparse one of the same length (docs/method.md#calibration)."""
     chars = (res["chars"] + res["framing"]).to_numpy(dtype=float)
     o200k = res["o200k"].to_numpy(dtype=float)
-    if len(res) == 0 or np.isnan(o200k).any() or o200k.sum() <= 0:
+    if len(res) == 0:
+        return chars, ""
+    if np.isnan(o200k).any() or o200k.sum() <= 0:
         return chars, "chars"
     return o200k * (chars.sum() / o200k.sum()), "o200k"
 

@@ -90,7 +90,7 @@ def _measure(trials: pd.DataFrame) -> str:
     bar = bar if cpt.notna().any() else ""
     turns = trials["requests"].astype(float).mean()
     compactions = trials["compactions"].astype(float).sum()
-    priced = trials["priced_by"].dropna().astype(str).unique() if "priced_by" in trials else []
+    priced = [p for p in trials["priced_by"].dropna().astype(str).unique() if p] if "priced_by" in trials else []
     by = f" · priced by {', '.join(sorted(priced))}" if len(priced) else ""
     return f"  measure: {ratio}{bar} · turns {_num(turns)} · compactions {compactions:.0f}{by}"
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from kit.jsontypes import JsonObject
 from kit.transcripts._base import Issues, Parsed, Position, file_summary, records, text
 from kit.transcripts._claude import (
     TOOL_BLOCKS,
@@ -86,7 +87,7 @@ class _Block(msgspec.Struct, gc=False):
     input: msgspec.Raw = msgspec.Raw(b"")  # empty where the block has no input: its size is unknown
     caller: Any = None  # how the call was made (``{"type": "direct"}``): part of its framing
 
-    def call(self) -> dict[str, object]:
+    def call(self) -> JsonObject:
         """A tool_use block's keys as the transcript holds them, its input emptied (``_tools.framing``)."""
         keys = {"type": self.type, "id": self.id, "name": self.name, "input": {}}
         return keys if self.caller is None else keys | {"caller": self.caller}
