@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -98,13 +99,46 @@ def test_content_check_sees_a_same_size_rewrite(tmp_path: Path) -> None:
     assert before[0] == after[0] and before[-1] != after[-1]
 
 
-def test_parallel_read_agrees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("cores", [2, 3])
+def test_parallel_read_agrees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cores: int) -> None:
+    """Files taken one at a time by each process (with two workers, their files interleave in the segment)."""
     folder = history(tmp_path)
     want = cold(folder)
     monkeypatch.setattr(cache, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(cache.os, "sched_getaffinity", lambda _: {0, 1})
+    monkeypatch.setattr(cache.os, "sched_getaffinity", lambda _: set(range(cores)))
     same(transcripts.tables(folder), want)  # cache=None: processes, nothing kept
     same(transcripts.tables(folder, cache=tmp_path / "cache"), want)
+
+
+def test_every_process_takes_files_each_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With each file slow to read, all three processes take some (two workers from the front, this process
+    from the back); every file is read once, and the tables are those of a read in one process."""
+    folder = history(tmp_path)
+    want = cold(folder)
+    monkeypatch.setattr(cache, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(cache.os, "sched_getaffinity", lambda _: {0, 1, 2})
+    real, shared = cache._read_one, cache._shared_work
+
+    def slow(*args):
+        time.sleep(0.05)  # longer than a worker takes to start
+        return real(*args)
+
+    order: list[str] = []
+    taken: list[list[str]] = []
+
+    def spy(items, *args):
+        results = shared(items, *args)
+        order.extend(path for _, path, _ in items)
+        taken.extend([meta["path"] for meta in metas] for _, _, metas in results)
+        return results
+
+    monkeypatch.setattr(cache, "_read_one", slow)  # forked workers inherit it
+    monkeypatch.setattr(cache, "_shared_work", spy)
+    same(transcripts.tables(folder), want)
+    assert len(taken) == 3 and all(taken)
+    assert sorted(path for paths in taken for path in paths) == sorted(order)
+    assert all(paths == sorted(paths, key=order.index) for paths in taken)  # each in file order
+    assert taken[-1] == order[-len(taken[-1]) :]  # this process's, from the back
 
 
 def test_strict_raises_from_the_cache_too(tmp_path: Path) -> None:
