@@ -177,27 +177,41 @@ def _decoded(
     Tolerates a UTF-8 BOM, CRLF endings and blank lines; reports invalid JSON, a truncated last line
     (no final newline: the writer was killed mid-line), non-object lines, lines too long to hold in
     bounded memory, and an empty file. A line is decoded straight from its chunk; one that fails is
-    judged again on a cleaned copy (BOM, line end).
+    judged again on a cleaned copy (BOM, line end). With a typed decoder (``records``: a whole file is
+    read), a chunk's lines known to be UTF-8 are first decoded in one go, without the generator step,
+    ``try`` and checks of each line; if any of them fails, the chunk is read line by line as above, so
+    that each problem is reported at its line. (``json_lines`` stays line by line: format detection
+    stops after a few lines.)
     """
     at = at if at is not None else Position()
     seen_any = at.seen
     with open(path, "rb") as handle:
         handle.seek(at.offset)
-        for number, line, ended, utf8 in _lines(handle, path, issues, at):
-            try:
-                if not utf8:
-                    codecs.utf_8_decode(line, "strict", True)
-                obj = loads(line)
-            except (orjson.JSONDecodeError, msgspec.DecodeError, UnicodeDecodeError):
-                obj = _retry(path, issues, loads, number, line, ended)
-                seen_any |= obj is not BLANK
-                if obj is None or obj is BLANK:
+        for first, lines, ended, utf8 in _lines(handle, path, issues, at):
+            if typed and utf8:
+                try:
+                    found = [loads(line) for line in lines]
+                except msgspec.DecodeError:
+                    pass
+                else:
+                    seen_any = True
+                    yield from enumerate(found, first)
                     continue
-            seen_any = True
-            if not typed and type(obj) is not dict:
-                issues.add(path, number, f"expected a JSON object, got {type(obj).__name__}; line skipped")
-                continue
-            yield number, obj
+            for number, line in enumerate(lines, first):
+                try:
+                    if not utf8:
+                        codecs.utf_8_decode(line, "strict", True)
+                    obj = loads(line)
+                except (orjson.JSONDecodeError, msgspec.DecodeError, UnicodeDecodeError):
+                    obj = _retry(path, issues, loads, number, line, ended)
+                    seen_any |= obj is not BLANK
+                    if obj is None or obj is BLANK:
+                        continue
+                seen_any = True
+                if not typed and type(obj) is not dict:
+                    issues.add(path, number, f"expected a JSON object, got {type(obj).__name__}; line skipped")
+                    continue
+                yield number, obj
     at.seen = seen_any
     if not seen_any:
         issues.add(path, 0, "empty file")
@@ -234,16 +248,19 @@ UTF8_BLOCK = 1 << 14
 MAX_LINE = 8 << 20
 
 
-def _lines(handle: BinaryIO, path: Path, issues: Issues, at: Position) -> Iterator[tuple[int, memoryview, bool, bool]]:
-    """``(number, line without its newline, whether a newline ended it, whether it is known to be UTF-8)``,
-    numbered after ``at.line``; ``at`` is moved past every chunk read, and its line count set at the end.
+def _lines(
+    handle: BinaryIO, path: Path, issues: Issues, at: Position
+) -> Iterator[tuple[int, list[memoryview], bool, bool]]:
+    """``(number of the first line, lines without their newline, whether a newline ended them, whether they
+    are known to be UTF-8)``, a chunk's lines at a time, numbered after ``at.line``; ``at`` is moved past
+    every chunk read, and its line count set at the end.
 
     Transcripts run to hundreds of MB in many short lines. Reading line by line copies every line (twice
     the cost of this on 260 MB), so lines are views into chunks of up to 4 MB, and the first chunks are
-    small for format detection, which reads a few lines only. A line split across chunks is joined; one
-    longer than ``MAX_LINE`` is reported and read past without being held, so memory stays bounded
-    (a 1 GB line would otherwise take several GB). The whole lines of a chunk are checked as UTF-8
-    together (``_utf8``); a line that check cannot vouch for is checked alone.
+    small for format detection, which reads a few lines only. A line split across chunks is joined and
+    given alone; one longer than ``MAX_LINE`` is reported and read past without being held, so memory
+    stays bounded (a 1 GB line would otherwise take several GB). The whole lines of a chunk are checked
+    as UTF-8 together (``_utf8``); lines that check cannot vouch for are checked one by one.
     """
     number, held, size, skipping = at.line, 0, FIRST_CHUNK, False
     pending: list[bytes] = []  # the start of a line that runs on into the next chunk
@@ -264,22 +281,25 @@ def _lines(handle: BinaryIO, path: Path, issues: Issues, at: Position) -> Iterat
             start = end + 1
         elif pending:
             number += 1
-            yield number, memoryview(b"".join([*pending, chunk[:end]])), True, False
+            yield number, [memoryview(b"".join([*pending, chunk[:end]]))], True, False
             start = end + 1
         pending, held, skipping = [], 0, False
         view = memoryview(chunk)
         utf8 = _utf8(chunk, view[start : chunk.rfind(b"\n") + 1])
+        lines = []
         while (end := find(b"\n", start)) >= 0:
-            number += 1
-            yield number, view[start:end], True, utf8
+            lines.append(view[start:end])
             start = end + 1
+        if lines:
+            yield number + 1, lines, True, utf8
+            number += len(lines)
         if start < len(chunk):
             pending, held = [chunk[start:]], len(chunk) - start
     at.line = number + 1 if skipping or pending else number  # a partial last line counts
     if skipping:
         issues.add(path, number + 1, f"truncated last line longer than {MAX_LINE >> 20} MB; skipped")
     elif pending:
-        yield number + 1, memoryview(b"".join(pending)), False, False
+        yield number + 1, [memoryview(b"".join(pending))], False, False
 
 
 def _utf8(chunk: bytes, lines: memoryview) -> bool:

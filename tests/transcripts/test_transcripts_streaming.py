@@ -8,13 +8,15 @@ shared by the frames pandas derives instead of deep-copied.
 from __future__ import annotations
 
 import copy
+import zlib
 from pathlib import Path
 
+import msgspec
 import pandas as pd
 import pytest
 
 from kit import transcripts
-from kit.transcripts import _base
+from kit.transcripts import _base, claude_session
 from tests.support import FIXTURES as TEST_FIXTURES
 
 FIXTURES = TEST_FIXTURES / "transcripts"
@@ -71,3 +73,30 @@ def test_side_tables_are_shared_by_derived_frames_not_copied():
     for derived in (df[["input_tokens"]], df.groupby("model").sum(numeric_only=True), copy.deepcopy(df)):
         assert derived.attrs["events"] is events
     assert copy.deepcopy(df.attrs)["files"] is df.attrs["files"]
+
+
+@pytest.mark.parametrize("chunk", [64, 4096, 1 << 22])
+def test_records_decoded_a_chunk_at_a_time_are_each_line_decoded_alone(tmp_path, monkeypatch, chunk):
+    """``records`` decodes a chunk's lines together and, where one fails, the chunk line by line: the same
+    records and issues, at the same lines, as decoding each line alone; its ``Position`` is the file's end."""
+    lines = TOOL_HEAVY.read_bytes().splitlines()
+    lines[5:5] = [b'{"type": "assistant", oops', b"", b"[1, 2]", '{"type":"user","note":"café"}'.encode()]
+    lines[20:20] = [b'{"type":"user"}{"type":"user"}', b'{"type":"user","x":"\xff"}', b"  "]
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    monkeypatch.setattr(_base, "FIRST_CHUNK", min(chunk, 1 << 16))
+    monkeypatch.setattr(_base, "CHUNK", chunk)
+    decoder = claude_session.DECODER
+    want, bad = [], []
+    for number, line in enumerate(lines, 1):
+        try:
+            line.decode("utf-8")
+            want.append((number, decoder.decode(line)))
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            if line.strip():
+                bad.append(number)
+    issues, at = _base.Issues(), _base.Position(crc=0)
+    assert list(_base.records(path, issues, decoder, at)) == want
+    assert [i["source_line"] for i in issues.items] == bad == [6, 8, 21, 22]
+    blob = path.read_bytes()
+    assert (at.offset, at.line, at.crc, at.seen, at.complete) == (len(blob), len(lines), zlib.crc32(blob), True, True)
