@@ -12,13 +12,12 @@ result's segment is its own block as the client sent it: the message's role line
 the message, the block's keys and call id, and the content. The framing of its own block belongs to it and
 is in the truth; the blocks beside it (the response's thinking, text, reasoning and call blocks) are not.
 
-Measured (median per result, 1 run per arm unless said; explore / files arm):
+Measured (median per result, 1 run per arm; explore / files arm), fresh batches of this commit's code:
 
-- preset large, the pack's own (this test's target, one median over both batches' results): Claude Code
-  0.9-1.1% (explore 3.8 / files 1.0), reported 0.2-0.3%; Codex 1.4-2.8% over 7 batches (median 1.8%;
-  explore 4-6 / files 1.2-1.9), reported 0.9-1.7%; 3 runs per arm: 0.9% and 1.6%;
-- preset small (results a third the size, so framing weighs three times as much): Claude Code 3.3-3.5%,
-  Codex 2.7-3.8%, held under a ceiling below.
+- preset large, the pack's own (this test's target, one median over both batches' results): 1.1-1.6% over
+  five pairs of batches; Claude Code 0.9-1.1% (explore 3-4 / files 0.9-1.1), reported 0.1-0.8%; Codex
+  1.3-1.7% (explore 4.5-6.5 / files 1.1-1.6), reported 0.9-1.5%; over seven more Codex batches 1.4-2.8%;
+- preset small (results a third the size): 1.5-1.9% over three pairs; Claude Code 1.0-1.1%, Codex 1.5-2.7%.
 
 Caveat, said in docs/method.md#calibration: the provider counts Anthropic requests with ``o200k_base`` too
 (Claude's tokenizer is not public), so on Claude Code this checks the framing and the calibration, not how
@@ -43,8 +42,8 @@ pytestmark = pytest.mark.e2e
 BACKENDS = ("claude", "codex")
 PRESETS = ("large", "small")
 TARGET = 0.02  # preset large, the pack's own: one median over both CLIs' batches
-NEAR = 0.03  # each CLI alone, 1 run per arm: Claude Code 0.9-1.1%, Codex 1.4-2.8% measured
-SMALL_CEILING = 0.06  # preset small: 2.7-3.8% measured
+NEAR = 0.03  # each CLI alone, preset large, 1 run per arm: Claude Code 0.9-1.1%, Codex 1.3-2.8% measured
+SMALL_CEILING = 0.04  # preset small, each CLI: 1.0-2.7% measured
 
 
 def truth(folder: Path) -> pd.DataFrame:
