@@ -75,28 +75,41 @@ def test_side_tables_are_shared_by_derived_frames_not_copied():
     assert copy.deepcopy(df.attrs)["files"] is df.attrs["files"]
 
 
+BAD_LINES = {
+    "mixed": (5, [b'{"type": "assistant", oops', b"", b"[1, 2]", '{"type":"user","note":"caf\u00e9"}'.encode()]),
+    "not utf-8": (20, [b'{"type":"user"}{"type":"user"}', b'{"type":"user","x":"\xff"}', b"  "]),
+    # what decoding a chunk as whitespace-separated values (msgspec's decode_lines) would take for records:
+    # two on a line, and as many values as lines but not one per line (a blank line, an object over two)
+    "two on a line": (9, [b'{"type":"user"}{"type":"user"}', b'{"type":"user"} {"type":"user"}']),
+    "blank and two": (9, [b"", b'{"type":"user"}{"type":"user"}']),
+    "split and two": (9, [b'{"type":"user",', b'"x":{}}', b'{"type":"user"}{"type":"user"}']),
+}
+
+
 @pytest.mark.parametrize("chunk", [64, 4096, 1 << 22])
-def test_records_decoded_a_chunk_at_a_time_are_each_line_decoded_alone(tmp_path, monkeypatch, chunk):
+@pytest.mark.parametrize("bad", list(BAD_LINES))
+def test_records_decoded_a_chunk_at_a_time_are_each_line_decoded_alone(tmp_path, monkeypatch, chunk, bad):
     """``records`` decodes a chunk's lines together and, where one fails, the chunk line by line: the same
     records and issues, at the same lines, as decoding each line alone; its ``Position`` is the file's end."""
     lines = TOOL_HEAVY.read_bytes().splitlines()
-    lines[5:5] = [b'{"type": "assistant", oops', b"", b"[1, 2]", '{"type":"user","note":"café"}'.encode()]
-    lines[20:20] = [b'{"type":"user"}{"type":"user"}', b'{"type":"user","x":"\xff"}', b"  "]
+    at_line, inserted = BAD_LINES[bad]
+    lines[at_line:at_line] = inserted
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     monkeypatch.setattr(_base, "FIRST_CHUNK", min(chunk, 1 << 16))
     monkeypatch.setattr(_base, "CHUNK", chunk)
     decoder = claude_session.DECODER
-    want, bad = [], []
+    want, reported = [], []
     for number, line in enumerate(lines, 1):
         try:
             line.decode("utf-8")
             want.append((number, decoder.decode(line)))
         except (msgspec.DecodeError, UnicodeDecodeError):
             if line.strip():
-                bad.append(number)
+                reported.append(number)
+    assert 0 < len(reported) <= len(inserted)
     issues, at = _base.Issues(), _base.Position(crc=0)
     assert list(_base.records(path, issues, decoder, at)) == want
-    assert [i["source_line"] for i in issues.items] == bad == [6, 8, 21, 22]
+    assert [i["source_line"] for i in issues.items] == reported
     blob = path.read_bytes()
     assert (at.offset, at.line, at.crc, at.seen, at.complete) == (len(blob), len(lines), zlib.crc32(blob), True, True)
