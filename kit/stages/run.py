@@ -533,16 +533,35 @@ def work_root(bd: BatchDir) -> Path:
 
     Agents are told their absolute working directory, so it must not name the batch, the task or
     the arm (docs/method.md#controls: the model must not infer the experiment from the path). The folder is derived
-    from the batch folder, so a resumed batch gets the same paths; fixtures are regenerated if gone.
+    from the batch folder, so a resumed batch gets the same paths; fixtures are regenerated if gone, and
+    made anew when the folder holds another batch's (``_fixture_stamp``).
     """
     tag = hashlib.sha256(str(bd.root.resolve()).encode()).hexdigest()[:10]
     return Path(tempfile.gettempdir()) / f"w{tag}"
 
 
+FIXTURE_STAMP = ".fixture"  # in the work root: what its copies were made from (``_fixture_stamp``)
+
+
+def _fixture_stamp(cfg: RunConfig) -> str:
+    """What the arms' copies are made of: the pack's repository (its fixture's hash, or the user's files) and
+    each arm's instruction file. A batch deleted and run again at the same folder finds the old batch's work
+    root under the same path; if its copies came from another preset, seed or repository, they are not this
+    batch's (a stale fixture reads as a different task)."""
+    arms = [(a, cfg.arms[a].placement, cfg.arms[a].instruction) for a in cfg.params["arms"]]
+    facts = orjson.dumps([cfg.pack.describe_repo({}), arms], option=orjson.OPT_SORT_KEYS, default=str)
+    return hashlib.sha256(facts).hexdigest()
+
+
 def _prepare_workdirs(cfg: RunConfig, bd: BatchDir) -> dict[str, Path]:
     """One fixture copy per arm at an anonymised path (repo_a, repo_b …; docs/method.md#controls)."""
     out = {}
-    root = work_root(bd)
+    root, stamp = work_root(bd), _fixture_stamp(cfg)
+    marker = root / FIXTURE_STAMP
+    if root.exists() and not (marker.is_file() and marker.read_text() == stamp):
+        shutil.rmtree(root)  # another batch's copies (and its CLI homes), left at this path
+    root.mkdir(parents=True, exist_ok=True)
+    marker.write_text(stamp)
     for letter, arm_name in zip(string.ascii_lowercase, cfg.params["arms"], strict=False):
         wd = root / f"repo_{letter}"
         if not wd.exists():

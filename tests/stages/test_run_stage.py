@@ -8,6 +8,7 @@ import pytest
 
 from kit import pipeline
 from kit.design import ParamError
+from kit.layout import BatchDir
 from kit.stages import run
 from tests.support import ROOT
 
@@ -178,3 +179,20 @@ def test_work_dirs_do_not_reveal_the_experiment(done):
         for word in ("batch", "placebo", "read", str(folder).lower()):
             assert word not in path, (word, path)
         assert meta["batch"] not in Path(path).parts
+
+
+def test_a_batch_run_again_where_a_deleted_one_was_gets_its_own_fixture(tmp_path):
+    """The work root derives from the batch folder (a resumed batch finds its copies); a new batch at the same
+    folder with another preset must not inherit the old batch's repository."""
+
+    def files(preset: str) -> dict[str, int]:
+        params = _values(tmp_path, task="occupancy", arms=["explore", "files"], runs_per_arm=1)
+        params["task_options"] = {"preset": preset}
+        folder = run.run_batch(run.configure(params), progress=False)
+        copy = run.work_root(BatchDir(folder)) / "repo_a"
+        sizes = {str(p.relative_to(copy)): p.stat().st_size for p in copy.rglob("*.py")}
+        shutil.rmtree(folder)
+        return sizes
+
+    large, small = files("large"), files("small")
+    assert large.keys() == small.keys() and sum(large.values()) > 2 * sum(small.values())
