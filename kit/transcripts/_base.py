@@ -252,8 +252,10 @@ def _lines(
     handle: BinaryIO, path: Path, issues: Issues, at: Position
 ) -> Iterator[tuple[int, list[memoryview], bool, bool]]:
     """``(number of the first line, lines without their newline, whether a newline ended them, whether they
-    are known to be UTF-8)``, a chunk's lines at a time, numbered after ``at.line``; ``at`` is moved past
-    every chunk read, and its line count set at the end.
+    are known to be UTF-8)``, numbered after ``at.line``; ``at`` is moved past every chunk read, and its
+    line count set at the end. Lines come a batch at a time, one line first, then twice as many each time
+    up to a chunk's lines: a reader that stops after a few (format detection) does not cut up a whole
+    chunk, and one that reads them all gets them a chunk at a time.
 
     Transcripts run to hundreds of MB in many short lines. Reading line by line copies every line (twice
     the cost of this on 260 MB), so lines are views into chunks of up to 4 MB, and the first chunks are
@@ -264,6 +266,7 @@ def _lines(
     """
     number, held, size, skipping = at.line, 0, FIRST_CHUNK, False
     pending: list[bytes] = []  # the start of a line that runs on into the next chunk
+    batch = 1  # lines given at once, doubled each time (see above)
     while chunk := handle.read(size):
         _advance(at, chunk)
         size = min(2 * size, CHUNK)
@@ -290,6 +293,9 @@ def _lines(
         while (end := find(b"\n", start)) >= 0:
             lines.append(view[start:end])
             start = end + 1
+            if len(lines) == batch:
+                yield number + 1, lines, True, utf8
+                number, lines, batch = number + batch, [], 2 * batch
         if lines:
             yield number + 1, lines, True, utf8
             number += len(lines)
