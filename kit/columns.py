@@ -423,7 +423,10 @@ TABLES: tuple[Table, ...] = (
                 "text",
             ),
             "calibration_note": ("why the ratio is borrowed, assumed or out of the 2–4 range; empty if not", "text"),
-            "rel_err": ("median relative error of >= 95% one-result gaps priced at the trial's ratio", "fraction"),
+            "rel_err": (
+                "median relative error of >= 80% one-result calibration gaps priced at the trial's ratio",
+                "fraction",
+            ),
             "requests": ("requests of the trial (the block's turns)", "count"),
             "compactions": ("compaction events seen (docs/method.md#compaction)", "count"),
             "evicted_tokens": ("tokens that left the window (micro-compaction, compactions, fresh sessions)", "tokens"),

@@ -20,7 +20,7 @@ of the same length (``priced_by``; docs/method.md#calibration). Then:
    over the rest. A trial with no such gap borrows its arm's ratio, pooled over the arm's measured
    trials of the same batch ("arm"); with none, 3.0 chars/token ("default", the middle of the 2-4
    chars/token dense source measures at). Either way ``calibration_note`` says why, loudly.
-2. The error bar is the median, over the gaps that are >= 95% one tool result, of the distance between
+2. The error bar is the median, over the calibration gaps that are >= 80% one tool result, of the distance between
    that result's measured growth and its price at the trial's ratio, relative to the growth.
 3. Every tool result is priced at the ratio and queued in order. A compaction event (Claude's
    ``compact_boundary``, Codex's ``compacted`` / ``context_compacted``) clears the queue, and so does a
@@ -52,7 +52,7 @@ from kit.stats import require_columns
 
 WINDOW_TOKENS = 200_000
 CLEAN_SHARE = 0.80  # a gap this much tool result calibrates chars/token
-SINGLE_SHARE = 0.95  # a gap this much one result measures the attribution error
+SINGLE_SHARE = 0.80  # a calibration gap this much one result measures the error (docs/method.md#calibration)
 MIN_GAP_CHARS = 500  # shorter gaps are too small to calibrate on
 OUTLIER = 1.5  # ratios above this times the lower median are dropped (shedding inflates density)
 DEFAULT_CHARS_PER_TOKEN = 3.0  # the middle of the 2-4 chars/token dense source measures at (docs/method.md#calibration)
@@ -220,7 +220,7 @@ def _borrowed(gaps: list[_Gap], pool: list[Calibration]) -> Calibration:
 
 
 def _relative_error(calibration: Calibration) -> float:
-    """Median, over calibration gaps that are >= 95% one tool result, of |price - growth| / growth; NaN if none.
+    """Median, over calibration gaps that are >= 80% one tool result, of |price - growth| / growth; NaN if none.
 
     A result's growth is its gap's growth less the gap's other characters at the ratio, and its price its
     characters at the ratio. A lone calibration gap set the ratio by itself, so its error would be zero

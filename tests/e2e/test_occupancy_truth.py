@@ -14,10 +14,11 @@ is in the truth; the blocks beside it (the response's thinking, text, reasoning 
 
 Measured (median per result, 1 run per arm; explore / files arm), fresh batches of this commit's code:
 
-- preset large, the pack's own (this test's target, one median over both batches' results): 1.1-1.6% over
-  five pairs of batches; Claude Code 0.9-1.1% (explore 3-4 / files 0.9-1.1), reported 0.1-0.8%; Codex
-  1.3-1.7% (explore 4.5-6.5 / files 1.1-1.6), reported 0.9-1.5%; over seven more Codex batches 1.4-2.8%;
-- preset small (results a third the size): 1.5-1.9% over three pairs; Claude Code 1.0-1.1%, Codex 1.5-2.7%.
+- preset large, the pack's own (this test's target, one median over both batches' results): 1.1-1.7% over
+  13 pairs of batches; Claude Code 0.9-1.1% (explore 3-4 / files 0.9-1.1), reported 0.5-1.5%; Codex
+  1.2-2.2% (explore 4.4-6.7 / files 1.1-1.7), reported 1.4-2.2%; 1.4-2.8% over seven more Codex batches;
+- preset small (results a third the size): 3.2-3.7% over both (7 pairs); Claude Code 2.9-3.9%, Codex
+  2.0-5.1%.
 
 Caveat, said in docs/method.md#calibration: the provider counts Anthropic requests with ``o200k_base`` too
 (Claude's tokenizer is not public), so on Claude Code this checks the framing and the calibration, not how
@@ -43,7 +44,7 @@ BACKENDS = ("claude", "codex")
 PRESETS = ("large", "small")
 TARGET = 0.02  # preset large, the pack's own: one median over both CLIs' batches
 NEAR = 0.03  # each CLI alone, preset large, 1 run per arm: Claude Code 0.9-1.1%, Codex 1.3-2.8% measured
-SMALL_CEILING = 0.04  # preset small, each CLI: 1.0-2.7% measured
+SMALL_CEILING = 0.07  # preset small, each CLI: 2.0-5.1% measured
 
 
 def truth(folder: Path) -> pd.DataFrame:
