@@ -52,7 +52,7 @@ def by_category(frame: pd.DataFrame, trial: str = "t1") -> pd.Series:
 
 
 # Four gaps, each request carrying one tool result plus the previous response's 100 characters:
-# gap chars 2000, 2500, 2600 over 1000 tokens each (ratios 2.0, 2.5, 2.6; each >= 95% one result), then a
+# gap chars 2000, 2500, 2600 over 1000 tokens each (ratios 2.0, 2.5, 2.6; each >= 80% one result), then a
 # gap that is only 60% tool result (1200 + 800 of user text), which must not calibrate anything.
 CALIBRATION_CTX = [1000, 2000, 3000, 4000, 4000 + 2000 * 3000 / 7100]
 
@@ -92,7 +92,7 @@ def test_calibration_on_tool_heavy_gaps_and_exact_attribution():
 def test_error_bar_prices_each_single_result_gap_at_the_runs_ratio():
     requests, tools = calibration_session()
     out = occ.measure(requests, tools, window_tokens=100_000)
-    # the seed's definition: each >= 95% one-result gap's result priced at the run's ratio against its growth
+    # each >= 80% one-result calibration gap's result priced at the run's ratio against its growth
     # (the gap's growth less the response's 100 characters at that ratio)
     cpt = 7100 / 3000
     growth = 1000 - 100 / cpt
