@@ -86,12 +86,15 @@ PACK_PARAMS = {"batch-read": "demo", "terse": "terse", "occupancy": "occupancy",
 _SMALL = {"occupancy": {"preset": "small"}, "session-chain": {"preset": "small"}}  # the others are small already
 
 
-def small_batch(tmp_path: Path, task: str, backend: str, salt: str | None = None, **options: object) -> Path:
-    """The pack's parameters for two arms, one run each, on ``backend``; the batch folder after the run.
+def small_batch(
+    tmp_path: Path, task: str, backend: str, salt: str | None = None, runs: int = 1, **options: object
+) -> Path:
+    """The pack's parameters for two arms, ``runs`` runs each, on ``backend``; the batch folder after the run.
     ``salt``: the batch's (a fresh one by default); ``options``: task options over the small ones
     (``preset="large"``: the occupancy pack's own)."""
     params = pipeline.load_params(str(ROOT / f"params/{PACK_PARAMS[task]}.yaml"))
-    params.update(outputs_dir=str(tmp_path), batch=task, backend=backend, runs_per_arm=1, concurrency=2, profile=None)
+    params.update(outputs_dir=str(tmp_path), batch=task, backend=backend, runs_per_arm=runs, concurrency=2)
+    params.update(profile=None)
     params.update({"salt": salt} if salt else {})
     params["arms"] = params["arms"][:2]
     params["task_options"] = {**params["task_options"], **_SMALL.get(task, {}), **options}

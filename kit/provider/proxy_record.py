@@ -69,7 +69,7 @@ def read_request(api: str, raw: bytes, counter: PromptCounter) -> JsonObject:
     except Exception:  # a shape the segmenter does not know: forwarded all the same, logged without segments
         return fields
     with contextlib.suppress(Exception):  # see the docstring: the simulator's parser refuses what a real API may accept
-        fields["tool_results"] = _new_tool_results(spec.parse(body).conversation)
+        fields["tool_results"] = _new_tool_results(spec.parse(body).conversation, body)
     return fields
 
 

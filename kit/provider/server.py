@@ -59,6 +59,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kit.errors import InputError
+from kit.framing import result_block
+from kit.jsontypes import JsonObject
 from kit.provider import wire_anthropic, wire_openai
 from kit.provider.cache import BreakpointError, CacheEngine, CacheProfile, CacheResult, load_profile
 from kit.provider.log import RequestLog, domain_of, record
@@ -180,20 +182,43 @@ def _load_json(raw: bytes) -> dict:
     return body
 
 
-def _new_tool_results(conversation: Conversation) -> list[dict]:
-    """Tool results after the last assistant message: what this request brings new (for the log)."""
+def _result_blocks(body: JsonObject) -> dict[str, tuple[JsonObject, str]]:
+    """Each tool result's block as the client sent it, by call id, with the key that holds its content:
+    Responses ``function_call_output`` / ``custom_tool_call_output`` items, Messages ``tool_result`` blocks,
+    Chat ``tool`` messages."""
+    out: dict[str, tuple[JsonObject, str]] = {}
+    items = body.get("input")
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("type") in ("function_call_output", "custom_tool_call_output"):
+            out[str(item.get("call_id"))] = (item, "output")
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "tool":
+            out[str(message.get("tool_call_id") or message.get("name"))] = (message, "content")
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                out[str(block.get("tool_use_id"))] = (block, "content")
+    return out
+
+
+def _new_tool_results(conversation: Conversation, body: JsonObject) -> list[dict]:
+    """Tool results after the last assistant message: what this request brings new (for the log), with each
+    block's framing and ``o200k_base`` tokens as the client sent it (``kit.framing``; None if not found)."""
     last = max((i for i, m in enumerate(conversation.messages) if m.role == "assistant"), default=-1)
-    calls = conversation.calls_by_id()
-    return [
-        {
-            "call_id": m.tool_call_id,
-            "name": calls[m.tool_call_id].name if m.tool_call_id in calls else None,
-            "chars": len(m.text),
-            "is_error": m.is_error,
-        }
-        for m in conversation.messages[last + 1 :]
-        if m.role == "tool"
-    ]
+    calls, blocks = conversation.calls_by_id(), _result_blocks(body)
+    out = []
+    for m in conversation.messages[last + 1 :]:
+        if m.role != "tool":
+            continue
+        found = blocks.get(m.tool_call_id) if m.tool_call_id else None
+        framing, tokens = result_block(found[0], found[1], m.text) if found else (None, None)
+        name = calls[m.tool_call_id].name if m.tool_call_id in calls else None
+        out.append({"call_id": m.tool_call_id, "name": name, "chars": len(m.text), "is_error": m.is_error})
+        out[-1] |= {"framing_chars": framing, "o200k_tokens": tokens}
+    return out
 
 
 class ProviderApp:
@@ -365,7 +390,7 @@ class ProviderApp:
             },
             wire_usage=rendered.wire_usage,
             tool_calls=len(answer.reply.tool_calls),
-            tool_results=_new_tool_results(answer.parsed.conversation),
+            tool_results=_new_tool_results(answer.parsed.conversation, answer.parsed.body),
         )
         if fault:
             media = "application/json" if rendered.body is not None else "text/event-stream"

@@ -544,12 +544,12 @@ FIXTURE_STAMP = ".fixture"  # in the work root: what its copies were made from (
 
 
 def _fixture_stamp(cfg: RunConfig) -> str:
-    """What the arms' copies are made of: the pack's repository (its fixture's hash, or the user's files) and
-    each arm's instruction file. A batch deleted and run again at the same folder finds the old batch's work
-    root under the same path; if its copies came from another preset, seed or repository, they are not this
-    batch's (a stale fixture reads as a different task)."""
+    """What the arms' copies are made of: the pack's description (its options and its repository: the
+    fixture's hash, or the user's files) and each arm's instruction file. A batch deleted and run again at the
+    same folder finds the old batch's work root under the same path; if its copies came from another preset,
+    seed or repository, they are not this batch's (a stale fixture reads as a different task)."""
     arms = [(a, cfg.arms[a].placement, cfg.arms[a].instruction) for a in cfg.params["arms"]]
-    facts = orjson.dumps([cfg.pack.describe_repo({}), arms], option=orjson.OPT_SORT_KEYS, default=str)
+    facts = orjson.dumps([cfg.pack.describe(), arms], option=orjson.OPT_SORT_KEYS, default=str)
     return hashlib.sha256(facts).hexdigest()
 
 

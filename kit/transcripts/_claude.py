@@ -21,9 +21,10 @@ from typing import NamedTuple
 
 import orjson
 
+from kit.framing import framing, result_block
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, as_dict
-from kit.transcripts._tools import framing, result_block, result_row, text_of
+from kit.transcripts._tools import result_row, text_of
 
 BACKEND = "claude"
 TOOL_BLOCKS = ("tool_use", "server_tool_use")  # the model's own calls; their inputs are its output

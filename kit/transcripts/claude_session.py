@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from kit.framing import framing
 from kit.jsontypes import JsonObject
 from kit.transcripts._base import Issues, Parsed, Position, file_summary, records, text
 from kit.transcripts._claude import (
@@ -37,7 +38,6 @@ from kit.transcripts._claude import (
     tool_piece,
     utf8_chars,
 )
-from kit.transcripts._tools import framing
 
 FORMAT = "claude_session"
 

@@ -42,10 +42,11 @@ from typing import Any
 import msgspec
 import orjson
 
+from kit.framing import framing, result_block
 from kit.jsontypes import Row
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, Parsed, Position, as_dict, file_summary, records, text
-from kit.transcripts._tools import exit_failed, framing, result_block, result_row, text_of
+from kit.transcripts._tools import exit_failed, result_row, text_of
 
 FORMAT = "codex_rollout"
 BACKEND = "codex"

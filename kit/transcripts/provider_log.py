@@ -67,6 +67,7 @@ def _read_file(path: Path, issues: Issues) -> Parsed:
         for result in as_list(line.get("tool_results")):
             if isinstance(result, dict):
                 chars, error = int_or_none(result.get("chars")), result.get("is_error") is True
-                out.tools.append(result_row(cycle, result.get("name"), chars, error, trial_id=trial))
+                block = int_or_none(result.get("framing_chars")), int_or_none(result.get("o200k_tokens"))
+                out.tools.append(result_row(cycle, result.get("name"), chars, error, trial_id=trial, block=block))
     out.attrs["files"].append(file_summary(path, FORMAT, out.rows))
     return out

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import pytest
 
+from kit import tokens
 from kit.provider import Conversation, Reply, ToolCall, serve
 from kit.provider.cache import CacheEngine, Segment
 from kit.provider.log import read
@@ -57,8 +60,8 @@ def replay(p, lines: list[dict]) -> list:
 def cum_until_breakpoint(line: dict, kind: str) -> int:
     """Prompt tokens up to and including the last segment with breakpoint ``kind``."""
     total, upto = 0, 0
-    for _, tokens, mark in line["segments"]:
-        total += tokens
+    for _, count, mark in line["segments"]:
+        total += count
         upto = total if mark == kind else upto
     return upto
 
@@ -128,7 +131,11 @@ def test_tool_round_trip_with_moving_breakpoint(provider, stream):
         (0, u1.cache_creation_input_tokens, u1.cache_creation.ephemeral_1h_input_tokens),
         (u2.cache_read_input_tokens, u2.cache_creation_input_tokens, 0),
     ]
-    assert lines[1]["tool_results"] == [{"call_id": tool_use.id, "name": "Read", "chars": 5, "is_error": False}]
+    frame = json.dumps({**result, "content": ""}, separators=(",", ":"))  # the block as sent, content emptied
+    framed = {"framing_chars": len(frame), "o200k_tokens": tokens.count(frame) + tokens.count(result["content"])}
+    assert lines[1]["tool_results"] == [
+        {"call_id": tool_use.id, "name": "Read", "chars": 5, "is_error": False, **framed}
+    ]
 
 
 def test_stream_events_carry_usage(provider):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import openai
 import pytest
 
+from kit import tokens
 from kit.provider import Conversation, Reply, ToolCall, serve
 from kit.provider.cache import CacheEngine, Segment
 from kit.provider.log import domain_of, read
@@ -102,8 +104,10 @@ def test_responses_tool_round_trip(provider, stream):
         assert line["prompt_cache_key"] == "thread-1" and line["domain"] == domain_of("sk-test")
     assert [r.cache_read for r in replay(provider, lines)] == [0, cached]
     assert lines[0]["tool_calls"] == 1 and lines[0]["tool_results"] == []
+    frame = json.dumps({**second_input[-1], "output": ""}, separators=(",", ":"))  # the item as sent, emptied
+    framed = {"framing_chars": len(frame), "o200k_tokens": tokens.count(frame) + tokens.count("hi there")}
     assert lines[1]["tool_results"] == [
-        {"call_id": call.call_id, "name": "exec_command", "chars": 8, "is_error": False}
+        {"call_id": call.call_id, "name": "exec_command", "chars": 8, "is_error": False, **framed}
     ]
 
 
