@@ -18,10 +18,11 @@ The generator knows what it wrote, so each corpus carries its expected totals (p
 usage of its last line; re-emits counted once); every tool is checked against them, and a tool that
 misses them is matched against the usual wrong readings (first line per response, every line
 summed, every token event summed). After a sync and one untimed warm-up each, runs alternate kit,
-peer, kit, peer… (paired: same page cache and machine load); medians are reported. The kit is timed
-in-process (``kit.transcripts.read`` to the canonical table, then the sums; Python start-up and
-imports, about 0.7 s, are not counted); a peer as its whole process with ``--json --offline`` and an
-empty ``HOME``, so that only the corpus is found.
+peer, kit, peer… (paired: same page cache and machine load); medians are reported, with the 1-minute
+load average before and after each case (``load``: other work slows the kit's two processes and a peer
+unevenly, so ratios taken under load vary). The kit is timed in-process (``kit.transcripts.read`` to
+the canonical table, then the sums; Python start-up and imports, about 0.7 s, are not counted); a peer
+as its whole process with ``--json --offline`` and an empty ``HOME``, so that only the corpus is found.
 
 Four cases per corpus (``TARGETS``): cold (``read(folder)``: files over processes when there is more
 than one core); cold into an empty parse cache (what a first ``python -m kit history`` pays; no
@@ -555,7 +556,9 @@ def bench(
     for case, measure in cases.items():
         if case not in only:
             continue
+        load = os.getloadavg()[0]
         (kit_s, kit), *others = measure()
+        load = f"{load:.1f}-{os.getloadavg()[0]:.1f}"  # other work on the machine slows both sides unevenly
         for stale in [k for k in cache_module._STORES if f"{name}-empty-" in k]:
             del cache_module._STORES[stale]  # each cold run had its own store; only their files stay
         print(f"\n{name}, {case}: {corpus.root}  (medians of {repeats} paired runs; ratio = peer s / kit s)")
@@ -565,7 +568,7 @@ def bench(
             row = {"corpus": name, "case": case, "peer": peer.name, "MB": f"{corpus.bytes / MB:.1f}"}
             row |= {"files": corpus.files, "kit s": f"{kit_s:.3f}", "peer s": f"{peer_s:.3f}", "ratio": f"{ratio:.2f}"}
             row |= {"target": f">= {target:g}" if target else "-"}
-            row |= {"met": "-" if target is None else "yes" if ratio >= target else "NO"}
+            row |= {"met": "-" if target is None else "yes" if ratio >= target else "NO", "load": load}
             row |= {"totals equal": "yes" if got.agrees(kit) else "NO", "peer = expected": verdict(corpus, got)}
             row["ok"] = kit.agrees(corpus.expected) and (got.agrees(kit) or not peer.reference)
             rows.append(row)
