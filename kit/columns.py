@@ -413,7 +413,8 @@ TABLES: tuple[Table, ...] = (
             "chars_per_token": ("the trial's calibrated ratio (docs/method.md#calibration)", "characters per token"),
             "priced_by": (
                 "what each result is priced by: `o200k` (its block's `o200k_base` tokens, the trial's characters "
-                "shared out by them) or `chars` (its block's characters); empty without results "
+                "shared out by them, where the responses' framing is known too) or `chars` (its block's "
+                "characters); empty without results "
                 "(docs/method.md#calibration)",
                 "text",
             ),

@@ -293,18 +293,24 @@ def _new_sessions(req: pd.DataFrame) -> np.ndarray:
     return changed & (_floats(req, "file_cycle") == 0)
 
 
-def _units(res: pd.DataFrame) -> tuple[np.ndarray, str]:
+def _units(res: pd.DataFrame, framed: bool) -> tuple[np.ndarray, str]:
     """What each result is priced by, in characters, and how: its block's characters (content and framing),
-    or, where every result of the trial has its ``o200k_base`` token count, that count in the trial's
-    characters per such token (the trial's characters are kept, shared out by the tokenizer's measure),
-    so that a dense result costs more than a sparse one of the same length (docs/method.md#calibration)."""
+    or, where every result of the trial has its ``o200k_base`` token count and the responses' framing is known
+    too (``framed``: the whole exchange measured alike), that count in the trial's characters per such token
+    (the trial's characters are kept, shared out by the tokenizer's measure), so that a dense result costs
+    more than a sparse one of the same length (docs/method.md#calibration)."""
     chars = (res["chars"] + res["framing"]).to_numpy(dtype=float)
     o200k = res["o200k"].to_numpy(dtype=float)
     if len(res) == 0:
         return chars, ""
-    if np.isnan(o200k).any() or o200k.sum() <= 0:
+    if not framed or np.isnan(o200k).any() or o200k.sum() <= 0:
         return chars, "chars"
     return o200k * (chars.sum() / o200k.sum()), "o200k"
+
+
+def _framed(req: pd.DataFrame) -> bool:
+    """Whether every response's framing is known (``output_framing_chars``; an SDK record does not give it)."""
+    return "output_framing_chars" in req and bool(req["output_framing_chars"].notna().all())
 
 
 def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> list[_Gap]:
@@ -320,7 +326,7 @@ def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> l
     new_turn = np.r_[False, turns[1:] != turns[:-1]] & ~np.isnan(turns) & np.isnan(user_known)
     new_session = _new_sessions(req)
     slot = np.searchsorted(cycles, res["cycle"].to_numpy(dtype=np.int64), side="left")  # first request with c >= cycle
-    units = pd.Series(_units(res)[0], index=res.index)
+    units = pd.Series(_units(res, _framed(req))[0], index=res.index)
     gaps = []
     for k in range(1, len(req)):
         mine = res[slot == k]
@@ -483,10 +489,10 @@ def _trials(
             ident["run"] = req["run"].iloc[0]
         mine = by_trial.get(key, results.iloc[:0])
         if req["input_tokens"].isna().any() or req["output_tokens"].isna().any():
-            trials.append(_TrialGaps(ident, req, None, None, _units(mine)[1]))
+            trials.append(_TrialGaps(ident, req, None, None, _units(mine, _framed(req))[1]))
             continue
         found = _gaps(req, mine, by_event.get(key, np.array([], dtype=np.int64)))
-        trials.append(_TrialGaps(ident, req, found, _measured(found), _units(mine)[1]))
+        trials.append(_TrialGaps(ident, req, found, _measured(found), _units(mine, _framed(req))[1]))
     return trials
 
 
@@ -494,10 +500,11 @@ def result_prices(tool_results: pd.DataFrame, occ: pd.DataFrame) -> pd.Series:
     """Each tool result's tokens as ``measure`` priced it when it entered the window (``occ``: its rows, one
     trial per ``trial_id``): for checking the attribution against counts a provider knows."""
     results = _prepared(tool_results)
-    ratio = occ.drop_duplicates("trial_id").set_index("trial_id")["chars_per_token"].astype(float)
+    trials = occ.drop_duplicates("trial_id").set_index("trial_id")
+    ratio, priced_by = trials["chars_per_token"].astype(float), trials["priced_by"]
     prices = pd.Series(np.nan, index=results.index)
     for trial, mine in results.groupby("trial_id", sort=False):
-        prices[mine.index] = _units(mine)[0] / ratio.get(trial, np.nan)
+        prices[mine.index] = _units(mine, priced_by.get(trial) == "o200k")[0] / ratio.get(trial, np.nan)
     return prices
 
 

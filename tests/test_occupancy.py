@@ -310,8 +310,9 @@ def test_a_trials_characters_are_shared_out_by_the_results_token_counts():
     """Two results of 2,000 characters, one twice as dense by ``o200k_base`` (600 tokens against 300) and
     growing the prompt by 600 and 300: the trial's 4,000 characters are shared out as 2,667 and 1,333, which
     prices each at its growth (docs/method.md#calibration); characters alone cannot tell the two apart. Framing
-    counts with its result; one result without a count puts the whole trial back on characters."""
-    requests = session([1000, 1600, 1900, 2000], out_chars=[0] * 4)
+    counts with its result; one result without a count, or responses without their framing, put the whole trial
+    back on characters."""
+    requests = session([1000, 1600, 1900, 2000], out_chars=[0] * 4, output_framing_chars=[0] * 4)
     tools = results([(1, "read", 2000), (2, "grep", 2000)]).assign(framing_chars=[0, 0], o200k_tokens=[600, 300])
     out = occ.measure(requests, tools)
     tokens = by_category(out)
@@ -320,6 +321,8 @@ def test_a_trials_characters_are_shared_out_by_the_results_token_counts():
     assert list(occ.result_prices(tools, out)) == [pytest.approx(600), pytest.approx(300)]
     by_chars = occ.measure(requests, tools.assign(o200k_tokens=[600, None]))
     assert by_chars["priced_by"].iloc[0] == "chars"
+    unframed = occ.measure(requests.drop(columns="output_framing_chars"), tools)  # an SDK record: no framing
+    assert unframed["priced_by"].iloc[0] == "chars"
     assert by_chars["chars_per_token"].iloc[0] == pytest.approx(2000 / 600)  # the sparse gap looks like shedding
     framed = occ.measure(requests, tools.assign(framing_chars=[250, 250], o200k_tokens=[None, None]))
     assert framed["chars_per_token"].iloc[0] == pytest.approx((2000 + 250) / 600)
