@@ -63,3 +63,21 @@ def result_block(block: Mapping[str, object], content: str, text: str) -> tuple[
         half = SAMPLE_CHARS // 2
         tokens = round((len(encode(text[:half])) + len(encode(text[-half:]))) * len(text) / SAMPLE_CHARS)
     return len(frame), len(encode(frame)) + tokens
+
+
+WRITTEN = frozenset({"text", "thinking", "signature", "arguments", "input", "encrypted_content", "refusal"})
+
+
+def _unwritten(value: object) -> object:
+    """``value`` with what a model wrote emptied at any depth (``WRITTEN`` keys; an object input is ``{}``)."""
+    if isinstance(value, dict):
+        return {k: (({} if isinstance(v, dict) else "") if k in WRITTEN else _unwritten(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwritten(v) for v in value]
+    return value
+
+
+def response_framing(blocks: list[object]) -> int:
+    """Characters of a response's blocks or items (as an API returned them, and a client sends them back)
+    besides what the model wrote in them: text, thinking, call arguments and inputs, encrypted reasoning."""
+    return sum(len(orjson.dumps(_unwritten(block))) for block in blocks if isinstance(block, dict))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kit.framing import response_framing
 from kit.transcripts import _usage
 from kit.transcripts._base import (
     Issues,
@@ -89,6 +90,17 @@ def output_chars(api: str, response: dict) -> int | None:
     return None if pieces is None else sum(chars for _, chars in pieces)
 
 
+def output_framing(api: str, response: dict) -> int:
+    """Characters of the response's blocks besides what the model wrote (``kit.framing.response_framing``):
+    Responses output items, the Messages content blocks, the Chat message."""
+    if api == "responses":
+        return response_framing(as_list(response.get("output")))
+    if api == "chat":
+        choices = as_list(response.get("choices")) or [{}]
+        return response_framing([as_dict(as_dict(choices[0]).get("message"))])
+    return response_framing(as_list(response.get("content")))
+
+
 def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
     """Rows of ``paths``; tool-result rows only with ``tools`` (this format has few, so they cost little)."""
     out = Parsed()
@@ -118,6 +130,7 @@ def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
                     **usage,
                     "tool_calls": tool_calls(api, response),
                     "output_chars": output_chars(api, response),
+                    "output_framing_chars": output_framing(api, response),
                     "started_at": line.get("started_at"),
                     "wall_s": wall if isinstance(wall, int | float) else None,
                 }

@@ -131,6 +131,17 @@ def test_each_cli_stays_near_the_target_and_its_error_bar_agrees(batches, backen
     assert agrees(reported, measured), f"reported ±{reported:.1%}, measured {measured:.1%}"
 
 
+@pytest.mark.parametrize("backend", ["sdk-openai", "sdk-anthropic"])
+def test_the_kits_own_agents_are_priced_as_sent(tmp_path, backend):
+    """The SDK agents keep no transcript of their tool results: the provider log's blocks as sent and the
+    response records' framing price them (0.55% / 0.17% measured, 2 runs per arm)."""
+    results, trials = attributed(small_batch(tmp_path, "occupancy", backend, runs=2, preset="large"))
+    measured = float(results["error"].median())
+    reported = float(np.nanmedian(trials["rel_err"].astype(float)))
+    assert set(trials["priced_by"]) == {"o200k"} and measured <= TARGET, f"{measured:.1%} ({by_arm(results)})"
+    assert agrees(reported, measured), f"reported ±{reported:.1%}, measured {measured:.1%}"
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_small_results_stay_under_their_ceiling(batches, backend):
     results, _ = batch(batches, backend, "small")

@@ -172,6 +172,15 @@ def test_sdk_openai_responses_usage_is_a_subset_convention(tmp_path):
     assert row.wall_s == pytest.approx(0.05)
     assert pd.isna(row.cache_write_1h_tokens)
     assert df.usage_known.tolist() == [True, False] and pd.isna(df.total_tokens.iloc[1])
+    # framing: each output item as returned, what the model wrote emptied (the arguments "{}" -> "")
+    items = [
+        '{"type":"reasoning","summary":[]}',
+        *(
+            f'{{"type":"function_call","name":"{n}","call_id":"c{i}","arguments":""}}'
+            for i, n in ((1, "read_file"), (2, "grep"))
+        ),
+    ]
+    assert df.output_framing_chars.tolist() == [sum(map(len, items)), len('{"type":"message"}')]
 
 
 def test_sdk_openai_chat_usage(tmp_path):
