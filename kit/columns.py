@@ -76,8 +76,9 @@ _COMMON: dict[str, tuple[str, str]] = {
         "characters",
     ),
     "output_framing_chars": (
-        "characters of the response's tool-call blocks besides their inputs: type, id, name and the other keys "
-        "as the transcript holds them, compact JSON; missing where the output is (docs/method.md#calibration)",
+        "characters of the response's blocks besides what the model wrote in them (text, thinking, call inputs): "
+        "types, ids, names and the other keys as the transcript holds them, compact JSON; missing where the "
+        "output is (docs/method.md#calibration)",
         "characters",
     ),
     "exec_cells": (

@@ -32,7 +32,7 @@ TOKENS = [
 # What the response itself wrote, from the transcript's content (docs/method.md#transcripts); NA where unknown.
 OUTPUT = [
     "output_chars",  # characters of the response's text, visible reasoning and tool-call inputs
-    "output_framing_chars",  # characters of its tool-call blocks besides their inputs (``_tools.framing``)
+    "output_framing_chars",  # characters of its blocks besides what the model wrote in them (``kit.framing``)
 ]
 # Codex Code Mode: how the response called tools (docs/method.md#transcripts); NA outside Codex rollouts.
 CODE_MODE = [

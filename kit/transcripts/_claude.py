@@ -28,7 +28,7 @@ from kit.transcripts._tools import result_row, text_of
 
 BACKEND = "claude"
 TOOL_BLOCKS = ("tool_use", "server_tool_use")  # the model's own calls; their inputs are its output
-BLOCK_FRAMING = {  # a text or thinking block's framing (``_tools.framing``; a signature is opaque: emptied)
+BLOCK_FRAMING = {  # a text or thinking block's framing (``kit.framing.framing``; a signature is opaque: emptied)
     "text": framing({"type": "text", "text": ""}, "text"),
     "thinking": framing({"type": "thinking", "thinking": "", "signature": ""}, "thinking"),
 }
@@ -37,7 +37,7 @@ BLOCK_FRAMING = {  # a text or thinking block's framing (``_tools.framing``; a s
 class Content(NamedTuple):
     """What one assistant line's content blocks add to its response.
 
-    ``calls``: (id, name, framing characters: ``_tools.framing``) of each ``tool_use`` block. ``pieces``:
+    ``calls``: (id, name, framing characters: ``kit.framing.framing``) of each ``tool_use`` block. ``pieces``:
     (block key, characters) of each block that shows the model's own output; the key names the block so
     that a later line repeating it is not counted twice. ``pieces`` is None where the size is unknown:
     content not readable as blocks, or a tool call without its input.
@@ -234,7 +234,7 @@ class Responses:
         return rows
 
     def _framing(self, pieces: dict[object, int] | None) -> int | None:
-        """Framing characters of a response's blocks (``_tools.framing``): a call's measured on its block
+        """Framing characters of a response's blocks (``kit.framing.framing``): a call's measured on its block
         (``calls``), a text or thinking block's its kind's; unknown where its output is."""
         if pieces is None:
             return None

@@ -88,7 +88,7 @@ class _Block(msgspec.Struct, gc=False):
     caller: Any = None  # how the call was made (``{"type": "direct"}``): part of its framing
 
     def call(self) -> JsonObject:
-        """A tool_use block's keys as the transcript holds them, its input emptied (``_tools.framing``)."""
+        """A tool_use block's keys as the transcript holds them, its input emptied (``kit.framing.framing``)."""
         keys = {"type": self.type, "id": self.id, "name": self.name, "input": {}}
         return keys if self.caller is None else keys | {"caller": self.caller}
 

@@ -98,7 +98,7 @@ class _Payload(msgspec.Struct, gc=False):
     response_id: Any = None
     usage: Any = None
     encrypted_content: msgspec.Raw = msgspec.Raw(b"null")  # a reasoning item's opaque text: only framed
-    # what the CLI keeps with a call (its turn): part of the call's framing (``_tools.framing``)
+    # what the CLI keeps with a call (its turn): part of the call's framing (``kit.framing.framing``)
     internal_chat_message_metadata_passthrough: Any = None
 
     def _known(self) -> dict[str, object]:
@@ -106,7 +106,7 @@ class _Payload(msgspec.Struct, gc=False):
         return {k: v for k in FRAMING_KEYS if (v := getattr(self, k)) is not None}
 
     def framing(self, key: str | None) -> int:
-        """Characters of this call besides what its ``key`` holds (``_tools.framing``; None: the item has no
+        """Characters of this call besides what its ``key`` holds (``kit.framing.framing``; None: the item has no
         such key, as a ``local_shell_call``)."""
         return framing(self._known(), "") if key is None else framing(self._known() | {key: ""}, key)
 
@@ -118,7 +118,7 @@ class _Payload(msgspec.Struct, gc=False):
         return framing(known, "") + sum(len(key) + 4 + len(raw) - chars for key, (raw, chars) in texts.items())
 
     def result_block(self, output: object, text: str) -> tuple[int, int]:
-        """This result's framing characters and ``o200k_base`` tokens (``_tools.result_block``)."""
+        """This result's framing characters and ``o200k_base`` tokens (``kit.framing.result_block``)."""
         return result_block(self._known() | {"output": output}, "output", text)
 
 
