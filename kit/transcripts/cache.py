@@ -153,7 +153,6 @@ class Store:
     pieces: dict[str, Piece] = field(default_factory=dict)
     segments: dict[str, Segment] = field(default_factory=dict)
     memo: tuple | None = None  # (signature, requests, tools, attrs, issues) of the last call
-    heads: dict[tuple[str, Key], str] = field(default_factory=dict)  # first-block hashes, for the copy check
     pending: tuple | None = None  # (segments, pieces) to write
     settled: dict[str, Key] = field(default_factory=dict)  # keys whose stat alone now vouches for them (_keys)
 
@@ -784,12 +783,13 @@ def _tables(
         return piece.format if piece is not None else transcripts.detect(path)
 
     def head(path: Path) -> str:
+        """The file's content check (``file_key``: a CRC of its first and last blocks) in place of the hash of
+        its first 64 KB (``transcripts._head``), to find copies: equal content gives equal checks, and
+        files whose checks are equal too have their whole content hashed, as with equal first blocks. No
+        file is read again: hashing the heads of the 301 same-size files of the benchmark's Claude corpus
+        took 34 ms of a 1.1 s read. A file without a key cannot be opened; ``_head`` says why."""
         key = keys.get(str(path))
-        if key is None:
-            return transcripts._head(path)
-        if (str(path), key) not in st.heads:
-            st.heads[str(path), key] = transcripts._head(path)
-        return st.heads[str(path), key]
+        return f"crc {key[4]}" if key is not None else transcripts._head(path)
 
     def size(path: Path) -> int:
         key = keys.get(str(path))

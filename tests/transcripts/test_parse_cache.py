@@ -141,6 +141,39 @@ def test_every_process_takes_files_each_read_once(tmp_path: Path, monkeypatch: p
     assert taken[-1] == order[-len(taken[-1]) :]  # this process's, from the back
 
 
+def bumped_at(blob: bytes, field: bytes, start: int) -> bytes:
+    """``blob`` with the first character of the first ``field`` string value from ``start`` changed."""
+    i = blob.index(b'"' + field + b'":"', start) + len(field) + 4
+    return blob[:i] + (b"0" if blob[i : i + 1] != b"0" else b"1") + blob[i + 1 :]
+
+
+def test_copies_found_as_without_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache finds copies by its content checks (first and last blocks) where a plain read hashes first
+    blocks: same-size files that differ only in the middle, only at the end or only at the start, and a
+    true copy, are told apart the same way, through the processes too."""
+    folder = tmp_path / "h"
+    folder.mkdir()
+    blob = (TRANSCRIPTS / SESSION).read_bytes() * 4  # longer than the 64 KB first block
+    variants = {
+        "original": blob,
+        "copy": blob,
+        "middle": bumped_at(blob, b"uuid", len(blob) // 2),
+        "end": bumped_at(blob, b"uuid", len(blob) - 300),
+        "start": bumped_at(blob, b"messageId", 0),
+    }
+    for name, content in variants.items():
+        (folder / f"{name}.jsonl").write_bytes(content)
+    assert len({len(c) for c in variants.values()}) == 1 and len(set(variants.values())) == 4
+    assert len(blob) // 2 > 64 << 10 and len(blob) - 300 > len(blob) - 1024
+    want = cold(folder)
+    duplicate = f"duplicate of {folder / 'copy.jsonl'} (same content); counted once"
+    assert [i["reason"] for i in want[0].attrs["issues"]].count(duplicate) == 1
+    same(transcripts.tables(folder, cache=tmp_path / "cache"), want)
+    monkeypatch.setattr(cache, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(cache.os, "sched_getaffinity", lambda _: {0, 1})
+    same(transcripts.tables(folder), want)
+
+
 def test_strict_raises_from_the_cache_too(tmp_path: Path) -> None:
     folder = tmp_path / "h"
     folder.mkdir()
