@@ -25,13 +25,14 @@ the canonical table, then the sums; Python start-up and imports, about 0.7 s, ar
 as its whole process with ``--json --offline`` and an empty ``HOME``, so that only the corpus is found.
 
 Four cases per corpus (``TARGETS``): cold (``read(folder)``: files over processes when there is more
-than one core); cold into an empty parse cache (what a first ``python -m kit history`` pays; no
-target); warm with nothing changed (``read(folder, cache=…)`` again in the same process, as a notebook
-re-runs its cell); and warm after each round grew the corpus by 1% of its bytes (half appended to 1%
-of the sessions, as resumed sessions continue their files, half as new sessions; the expected totals
-follow), the kit re-reading through its cache what changed since its previous run (a grown file
-only from where its previous read stopped). The last table gathers every case with its target
-against ccusage 20.0.24 and whether it was met.
+than one core); cold into an empty parse cache (the requests a first ``python -m kit history`` reads; no
+target; the history also reads the tool results, whose ``o200k_base`` counts cost about 1 s per 20 MB of
+tool output cold, docs/method.md#calibration); warm with nothing changed (``read(folder, cache=…)``
+again in the same process, as a notebook re-runs its cell); and warm after each round grew the corpus by
+1% of its bytes (half appended to 1% of the sessions, as resumed sessions continue their files, half as
+new sessions; the expected totals follow), the kit re-reading through its cache what changed since its
+previous run (a grown file only from where its previous read stopped). The last table gathers every case
+with its target against ccusage 20.0.24 and whether it was met.
 
 Peers (``make bench-peers``): ccusage 20.0.24's native binary for both corpora (``ccusage session``;
 ``ccusage codex session``, which replaced the ``@ccusage/codex`` package, now a stub saying "use npx
