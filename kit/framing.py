@@ -14,57 +14,6 @@ import orjson
 
 from kit.tokens import encoding
 
-
-def _emptied(content: object) -> object:
-    """``content`` with its text taken out and its shape kept: a string is empty, a content list keeps its
-    parts with their ``text`` empty, an object (a call's input) is ``{}``."""
-    if isinstance(content, str):
-        return ""
-    if isinstance(content, list):
-        return [
-            {k: "" if k == "text" else v for k, v in part.items()} if isinstance(part, dict) else "" for part in content
-        ]
-    return {} if isinstance(content, dict) else content
-
-
-def skeleton(block: Mapping[str, object], content: str) -> str:
-    """``block`` (a tool result or call as the transcript holds it or the client sent it) as compact JSON with
-    its ``content`` key's text emptied: the keys, ids and type that travel with every result and call.
-
-    A model's prompt carries them too, so they are part of what a result occupies, and a response's own
-    blocks (its calls above all) open every gap with them; pricing them beside the content keeps a short
-    result from being credited with its call's framing (docs/method.md#calibration).
-    """
-    return orjson.dumps({k: _emptied(v) if k == content else v for k, v in block.items()}).decode()
-
-
-def framing(block: Mapping[str, object], content: str) -> int:
-    """Characters of ``block``'s ``skeleton``: its framing."""
-    return len(skeleton(block, content))
-
-
-SAMPLE_CHARS = 1 << 15  # a longer text is counted on its first and last halves of this, scaled to its length
-
-
-def result_block(block: Mapping[str, object], content: str, text: str) -> tuple[int, int]:
-    """A result block's framing characters and its ``o200k_base`` tokens, skeleton and text (``text``, the
-    content as the model reads it) counted apart: the public tokenizer's measure of what it occupies, which
-    follows content density where characters cannot (docs/method.md#calibration).
-
-    A text longer than ``SAMPLE_CHARS`` (a whole log, a file dump) is counted on its head and tail and
-    scaled: density is what pricing needs, and tokenising runs at about 10 MB/s, the largest cost of reading
-    a history's tool results.
-    """
-    frame = skeleton(block, content)
-    encode = encoding("o200k_base").encode_ordinary
-    if len(text) <= SAMPLE_CHARS:
-        tokens = len(encode(text))
-    else:
-        half = SAMPLE_CHARS // 2
-        tokens = round((len(encode(text[:half])) + len(encode(text[-half:]))) * len(text) / SAMPLE_CHARS)
-    return len(frame), len(encode(frame)) + tokens
-
-
 WRITTEN = frozenset({"text", "thinking", "signature", "arguments", "input", "encrypted_content", "refusal"})
 
 
@@ -77,7 +26,48 @@ def _unwritten(value: object) -> object:
     return value
 
 
+def block_framing(block: Mapping[str, object]) -> int:
+    """Characters of a response's block or item (a text, thinking or call block as the transcript holds it, an
+    API returned it and a client sends it back) besides what the model wrote in it (``WRITTEN``), as compact
+    JSON: the keys, ids and type that open every gap with it (docs/method.md#calibration)."""
+    return len(orjson.dumps(_unwritten(block)))
+
+
 def response_framing(blocks: list[object]) -> int:
-    """Characters of a response's blocks or items (as an API returned them, and a client sends them back)
-    besides what the model wrote in them: text, thinking, call arguments and inputs, encrypted reasoning."""
-    return sum(len(orjson.dumps(_unwritten(block))) for block in blocks if isinstance(block, dict))
+    """``block_framing`` summed over a response's blocks or items."""
+    return sum(block_framing(block) for block in blocks if isinstance(block, dict))
+
+
+def _emptied(content: object) -> object:
+    """A result's ``content`` with its text taken out and its shape kept: a string is empty, a content list
+    keeps its parts with their ``text`` empty."""
+    if isinstance(content, str):
+        return ""
+    if isinstance(content, list):
+        return [
+            {k: "" if k == "text" else v for k, v in part.items()} if isinstance(part, dict) else "" for part in content
+        ]
+    return content
+
+
+SAMPLE_CHARS = 1 << 15  # a longer text is counted on its first and last halves of this, scaled to its length
+
+
+def result_block(block: Mapping[str, object], content: str, text: str) -> tuple[int, int]:
+    """A tool result block's framing characters (the block as compact JSON with its ``content`` key's text
+    emptied: type, call id and keys) and its ``o200k_base`` tokens, framing and text (``text``, the content as
+    the model reads it) counted apart: the public tokenizer's measure of what it occupies, which follows content
+    density where characters cannot (docs/method.md#calibration).
+
+    A text longer than ``SAMPLE_CHARS`` (a whole log, a file dump) is counted on its head and tail and
+    scaled: density is what pricing needs, and tokenising runs at about 10 MB/s, the largest cost of reading
+    a history's tool results.
+    """
+    frame = orjson.dumps({k: _emptied(v) if k == content else v for k, v in block.items()}).decode()
+    encode = encoding("o200k_base").encode_ordinary
+    if len(text) <= SAMPLE_CHARS:
+        tokens = len(encode(text))
+    else:
+        half = SAMPLE_CHARS // 2
+        tokens = round((len(encode(text[:half])) + len(encode(text[-half:]))) * len(text) / SAMPLE_CHARS)
+    return len(frame), len(encode(frame)) + tokens

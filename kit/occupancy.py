@@ -313,8 +313,9 @@ def _framed(req: pd.DataFrame) -> bool:
     return "output_framing_chars" in req and bool(req["output_framing_chars"].notna().all())
 
 
-def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> list[_Gap]:
-    """Gap k holds what request k carries new: request k-1's output, tool results with cycle in (c[k-1], c[k]]."""
+def _gaps(req: pd.DataFrame, res: pd.DataFrame, units: np.ndarray, compact_cycles: np.ndarray) -> list[_Gap]:
+    """Gap k holds what request k carries new: request k-1's output, tool results with cycle in (c[k-1], c[k]];
+    ``units``: what each result is priced by (``_units``)."""
     cycles = req["cycle"].to_numpy(dtype=np.int64)
     ctx = _floats(req, "input_tokens")
     out_chars = _floats(req, "output_chars")
@@ -326,7 +327,6 @@ def _gaps(req: pd.DataFrame, res: pd.DataFrame, compact_cycles: np.ndarray) -> l
     new_turn = np.r_[False, turns[1:] != turns[:-1]] & ~np.isnan(turns) & np.isnan(user_known)
     new_session = _new_sessions(req)
     slot = np.searchsorted(cycles, res["cycle"].to_numpy(dtype=np.int64), side="left")  # first request with c >= cycle
-    units = pd.Series(_units(res, _framed(req))[0], index=res.index)
     gaps = []
     for k in range(1, len(req)):
         mine = res[slot == k]
@@ -488,11 +488,12 @@ def _trials(
         if "run" in req:
             ident["run"] = req["run"].iloc[0]
         mine = by_trial.get(key, results.iloc[:0])
+        units, priced_by = _units(mine, _framed(req))
         if req["input_tokens"].isna().any() or req["output_tokens"].isna().any():
-            trials.append(_TrialGaps(ident, req, None, None, _units(mine, _framed(req))[1]))
+            trials.append(_TrialGaps(ident, req, None, None, priced_by))
             continue
-        found = _gaps(req, mine, by_event.get(key, np.array([], dtype=np.int64)))
-        trials.append(_TrialGaps(ident, req, found, _measured(found), _units(mine, _framed(req))[1]))
+        found = _gaps(req, mine, units, by_event.get(key, np.array([], dtype=np.int64)))
+        trials.append(_TrialGaps(ident, req, found, _measured(found), priced_by))
     return trials
 
 

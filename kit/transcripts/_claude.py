@@ -21,23 +21,23 @@ from typing import NamedTuple
 
 import orjson
 
-from kit.framing import framing, result_block
+from kit.framing import block_framing, result_block
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, as_dict
 from kit.transcripts._tools import result_row, text_of
 
 BACKEND = "claude"
 TOOL_BLOCKS = ("tool_use", "server_tool_use")  # the model's own calls; their inputs are its output
-BLOCK_FRAMING = {  # a text or thinking block's framing (``kit.framing.framing``; a signature is opaque: emptied)
-    "text": framing({"type": "text", "text": ""}, "text"),
-    "thinking": framing({"type": "thinking", "thinking": "", "signature": ""}, "thinking"),
+BLOCK_FRAMING = {  # a text or thinking block's framing (``kit.framing.block_framing``; a signature is opaque: emptied)
+    "text": block_framing({"type": "text", "text": ""}),
+    "thinking": block_framing({"type": "thinking", "thinking": "", "signature": ""}),
 }
 
 
 class Content(NamedTuple):
     """What one assistant line's content blocks add to its response.
 
-    ``calls``: (id, name, framing characters: ``kit.framing.framing``) of each ``tool_use`` block. ``pieces``:
+    ``calls``: (id, name, framing characters: ``kit.framing.block_framing``) of each ``tool_use`` block. ``pieces``:
     (block key, characters) of each block that shows the model's own output; the key names the block so
     that a later line repeating it is not counted twice. ``pieces`` is None where the size is unknown:
     content not readable as blocks, or a tool call without its input.
@@ -92,7 +92,7 @@ def content_of(blocks: object) -> Content:
             continue
         kind, ident = block.get("type"), block.get("id")
         if kind == "tool_use":
-            calls.append((ident, block.get("name"), framing(block, "input")))
+            calls.append((ident, block.get("name"), block_framing(block)))
         known &= kind not in TOOL_BLOCKS or "input" in block  # a call without its input: its size is unknown
         chars = utf8_chars(orjson.dumps(block.get("input"))) if kind in TOOL_BLOCKS else 0
         if (found := piece(kind, ident, block.get("text"), block.get("thinking"), chars)) is not None:
@@ -234,7 +234,7 @@ class Responses:
         return rows
 
     def _framing(self, pieces: dict[object, int] | None) -> int | None:
-        """Framing characters of a response's blocks (``kit.framing.framing``): a call's measured on its block
+        """Framing characters of a response's blocks (``kit.framing.block_framing``): a call's measured on its block
         (``calls``), a text or thinking block's its kind's; unknown where its output is."""
         if pieces is None:
             return None

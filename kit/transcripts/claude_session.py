@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from kit.framing import framing
+from kit.framing import block_framing
 from kit.jsontypes import JsonObject
 from kit.transcripts._base import Issues, Parsed, Position, file_summary, records, text
 from kit.transcripts._claude import (
@@ -88,7 +88,7 @@ class _Block(msgspec.Struct, gc=False):
     caller: Any = None  # how the call was made (``{"type": "direct"}``): part of its framing
 
     def call(self) -> JsonObject:
-        """A tool_use block's keys as the transcript holds them, its input emptied (``kit.framing.framing``)."""
+        """A tool_use block's keys as the transcript holds them, its input emptied (``kit.framing.block_framing``)."""
         keys = {"type": self.type, "id": self.id, "name": self.name, "input": {}}
         return keys if self.caller is None else keys | {"caller": self.caller}
 
@@ -254,7 +254,7 @@ def _content(raw: msgspec.Raw) -> Content:
                     (
                         block.id,
                         block.name,
-                        framing(block.call(), "input"),
+                        block_framing(block.call()),
                     )
                 )
             chars = utf8_chars(bytes(block.input))

@@ -42,7 +42,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from kit.framing import framing, result_block
+from kit.framing import block_framing, result_block
 from kit.jsontypes import Row
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, Parsed, Position, as_dict, file_summary, records, text
@@ -98,7 +98,7 @@ class _Payload(msgspec.Struct, gc=False):
     response_id: Any = None
     usage: Any = None
     encrypted_content: msgspec.Raw = msgspec.Raw(b"null")  # a reasoning item's opaque text: only framed
-    # what the CLI keeps with a call (its turn): part of the call's framing (``kit.framing.framing``)
+    # what the CLI keeps with a call (its turn): part of the call's framing (``kit.framing.block_framing``)
     internal_chat_message_metadata_passthrough: Any = None
 
     def _known(self) -> dict[str, object]:
@@ -106,16 +106,16 @@ class _Payload(msgspec.Struct, gc=False):
         return {k: v for k in FRAMING_KEYS if (v := getattr(self, k)) is not None}
 
     def framing(self, key: str | None) -> int:
-        """Characters of this call besides what its ``key`` holds (``kit.framing.framing``; None: the item has no
+        """Characters of this call besides what its ``key`` holds (``kit.framing.block_framing``; None: the item has no
         such key, as a ``local_shell_call``)."""
-        return framing(self._known(), "") if key is None else framing(self._known() | {key: ""}, key)
+        return block_framing(self._known() | ({key: ""} if key else {}))
 
     def item_framing(self, texts: dict[str, tuple[msgspec.Raw, int]]) -> int:
         """Characters of a reasoning or message item besides its text: its known keys, each of ``texts`` (key:
         its raw JSON and the characters of text in it) less that text, and an opaque ``encrypted_content``
         emptied (its tokens cannot be told from the rollout)."""
         known = self._known() | ({"encrypted_content": ""} if self.encrypted_content != NULL else {})
-        return framing(known, "") + sum(len(key) + 4 + len(raw) - chars for key, (raw, chars) in texts.items())
+        return block_framing(known) + sum(len(key) + 4 + len(raw) - chars for key, (raw, chars) in texts.items())
 
     def result_block(self, output: object, text: str) -> tuple[int, int]:
         """This result's framing characters and ``o200k_base`` tokens (``kit.framing.result_block``)."""
