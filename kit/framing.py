@@ -8,6 +8,7 @@ holds them; the provider log, as the client sent them (``kit.provider.server``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import orjson
@@ -15,6 +16,9 @@ import orjson
 from kit.tokens import encoding
 
 WRITTEN = frozenset({"text", "thinking", "signature", "arguments", "input", "encrypted_content", "refusal"})
+# a WRITTEN key holding something besides "" or {} (what ``_unwritten`` leaves): in compact JSON a key's
+# quotes are the only unescaped ones around its name, so this finds keys, never text inside a string
+HOLDING = re.compile(rb'"(?:' + "|".join(sorted(WRITTEN)).encode() + rb')":(?!""|\{\})')
 
 
 def _unwritten(value: object) -> object:
@@ -29,8 +33,12 @@ def _unwritten(value: object) -> object:
 def block_framing(block: Mapping[str, object]) -> int:
     """Characters of a response's block or item (a text, thinking or call block as the transcript holds it, an
     API returned it and a client sends it back) besides what the model wrote in it (``WRITTEN``), as compact
-    JSON: the keys, ids and type that open every gap with it (docs/method.md#calibration)."""
-    return len(orjson.dumps(_unwritten(block)))
+    JSON: the keys, ids and type that open every gap with it (docs/method.md#calibration).
+
+    Most blocks come with what the model wrote already emptied (a call's input as ``{}``): those are measured
+    as they are, once ``HOLDING`` finds nothing to empty, which costs a tenth of walking the block."""
+    raw = orjson.dumps(block)
+    return len(orjson.dumps(_unwritten(block))) if HOLDING.search(raw) else len(raw)
 
 
 def response_framing(blocks: list[object]) -> int:

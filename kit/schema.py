@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs; builds the columns (_array)
 
 IDENTITY = ["batch", "arm", "run", "trial_id", "turn", "cycle"]
 # Where a response sits among its trial's transcript files (docs/method.md#transcripts).
@@ -127,7 +128,21 @@ def _cells(rows: list[dict], columns: list[str], dtypes: dict[str, str]) -> dict
     first, then each column inferred and cast), which a warm re-read of a few changed transcripts pays
     on every call.
     """
-    return {c: pd.array([row.get(c) for row in rows], dtype=dtypes[c]) for c in columns}
+    return {c: _array([row.get(c) for row in rows], dtypes[c]) for c in columns}
+
+
+ARROW_TYPES = {"Int64": pa.int64(), "Float64": pa.float64(), "boolean": pa.bool_(), "string": pa.large_string()}
+
+
+def _array(values: list, dtype: str) -> Any:
+    """``pd.array(values, dtype=dtype)``, made through Arrow where Arrow takes the values as they are: a
+    fifth of the time (2.6 ms against 0.4 for 17,000 counts), for each of a cold read's columns. Values
+    Arrow refuses (a bool among counts, which pandas takes as 1) go pandas' own way, so the result and
+    its errors are pandas'."""
+    try:
+        return pd.api.types.pandas_dtype(dtype).__from_arrow__(pa.array(values, type=ARROW_TYPES[dtype]))
+    except (pa.ArrowException, TypeError, ValueError, OverflowError, KeyError):
+        return pd.array(values, dtype=dtype)
 
 
 def requests_frame(rows: list[dict]) -> pd.DataFrame:

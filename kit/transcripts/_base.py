@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import gc
+import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -145,7 +146,11 @@ class Position:
 
 
 def records(
-    path: Path, issues: Issues, decoder: msgspec.json.Decoder, at: Position | None = None
+    path: Path,
+    issues: Issues,
+    decoder: msgspec.json.Decoder,
+    at: Position | None = None,
+    unused: Unused | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, record)`` for each line, decoded by a typed ``msgspec`` decoder.
 
@@ -157,8 +162,40 @@ def records(
     a file's lines as one JSON array was slower still, 0.51 s against 0.36 s for 260 MB of rollouts.)
     ``at``: start after the bytes and lines it holds (a grown file's appended lines), and leave it at
     the end.
+
+    ``unused``: the lines it matches are read past, neither decoded nor checked (``Unused``).
     """
-    return _decoded(path, issues, decoder.decode, typed=True, at=at)
+    return _decoded(path, issues, decoder.decode, typed=True, at=at, unused=unused)
+
+
+LONG = 1 << 10  # shorter lines are decoded even where ``Unused`` would read them past
+CLOSE = ord("}")  # a line read past must end as an object does (``Unused``)
+SCALAR_PAIR = rb'"[A-Za-z_][A-Za-z0-9_]*":(?:"[^"\\]*"|-?[0-9][0-9.eE+-]*|true|false|null),'
+
+
+@dataclass(frozen=True)
+class Unused:
+    """Lines a read never uses, to be read past without decoding (``records``): the tool output a read of
+    requests alone has no use for is most of a history's bytes, and decoding it was a large part of a cold
+    read. Only lines of ``LONG`` bytes or more are looked at, and one is read past when ``pattern``
+    matches from its start (``lines``): decoding costs by the byte, and looking at every line, or searching
+    the bytes once more for a marker, cost more than the decoding it saved. A line read past is not checked
+    as JSON, only for looking whole: it must end with ``}`` and a newline, else it is decoded and reported
+    (a killed writer's partial line, a line cut short). So a read of requests alone may pass over a damaged
+    tool output that a read of the tool results (``tables``, the parse stage, a history) reports at its line;
+    no request row depends on it (docs/method.md#transcripts).
+    """
+
+    pattern: re.Pattern[bytes]
+
+    @classmethod
+    def lines(cls, line_type: str) -> Unused:
+        """Object lines whose keys before ``"type"`` hold scalars only, then ``"type":`` and what ``line_type``
+        (a regular expression over the raw bytes) matches after it. Because every value before ``"type"``
+        is a scalar without escapes, the match is the line's own ``type`` key, never one inside a nested
+        object or a string (whose quotes would be escaped); a line written in another order, or with
+        escapes there, is decoded."""
+        return cls(re.compile(rb"\{(?:" + SCALAR_PAIR + rb')*"type":' + line_type.encode()))
 
 
 def _advance(at: Position, chunk: bytes) -> None:
@@ -170,7 +207,12 @@ def _advance(at: Position, chunk: bytes) -> None:
 
 
 def _decoded(
-    path: Path, issues: Issues, loads: Callable[[Any], Any], typed: bool, at: Position | None = None
+    path: Path,
+    issues: Issues,
+    loads: Callable[[Any], Any],
+    typed: bool,
+    at: Position | None = None,
+    unused: Unused | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """Lines of ``path`` decoded by ``loads``, with every problem reported at its place; ``at`` as in ``records``.
 
@@ -187,17 +229,23 @@ def _decoded(
     seen_any = at.seen
     with open(path, "rb") as handle:
         handle.seek(at.offset)
-        for first, lines, ended, utf8 in _lines(handle, path, issues, at):
+        for first, lines, ended, utf8 in _lines(handle, path, issues, at, unused):
             if typed and utf8:
                 try:
-                    found = [loads(line) for line in lines]
+                    if unused is None:
+                        found = list(enumerate([loads(line) for line in lines], first))
+                    else:
+                        found = [(n, loads(line)) for n, line in enumerate(lines, first) if line is not None]
                 except msgspec.DecodeError:
                     pass
                 else:
                     seen_any = True
-                    yield from enumerate(found, first)
+                    yield from found
                     continue
             for number, line in enumerate(lines, first):
+                if line is None:  # read past (``Unused``)
+                    seen_any = True
+                    continue
                 try:
                     if not utf8:
                         codecs.utf_8_decode(line, "strict", True)
@@ -249,8 +297,8 @@ MAX_LINE = 8 << 20
 
 
 def _lines(
-    handle: BinaryIO, path: Path, issues: Issues, at: Position
-) -> Iterator[tuple[int, list[memoryview], bool, bool]]:
+    handle: BinaryIO, path: Path, issues: Issues, at: Position, unused: Unused | None = None
+) -> Iterator[tuple[int, list[memoryview | None], bool, bool]]:
     """``(number of the first line, lines without their newline, whether a newline ended them, whether they
     are known to be UTF-8)``, numbered after ``at.line``; ``at`` is moved past every chunk read, and its
     line count set at the end. Lines come a batch at a time, one line first, then twice as many each time
@@ -259,14 +307,14 @@ def _lines(
 
     Transcripts run to hundreds of MB in many short lines. Reading line by line copies every line (twice
     the cost of this on 260 MB), so lines are views into chunks of up to 4 MB, and the first chunks are
-    small for format detection, which reads a few lines only. A line split across chunks is joined and
-    given alone; one longer than ``MAX_LINE`` is reported and read past without being held, so memory
-    stays bounded (a 1 GB line would otherwise take several GB). The whole lines of a chunk are checked
-    as UTF-8 together (``_utf8``); lines that check cannot vouch for are checked one by one.
+    small for format detection. A line split across chunks is joined and given alone; one longer than
+    ``MAX_LINE`` is reported and read past without being held, so memory stays bounded (a 1 GB line
+    would otherwise take several GB). The whole lines of a chunk are checked
+    as UTF-8 together (``_utf8``); lines that check cannot vouch for are checked one by one. A line read
+    past (``Unused``) is given as None; one joined across chunks or without a final newline never is.
     """
-    number, held, size, skipping = at.line, 0, FIRST_CHUNK, False
+    number, held, size, skipping, batch = at.line, 0, FIRST_CHUNK, False, 1  # batch: lines given at once (above)
     pending: list[bytes] = []  # the start of a line that runs on into the next chunk
-    batch = 1  # lines given at once, doubled each time (see above)
     while chunk := handle.read(size):
         _advance(at, chunk)
         size = min(2 * size, CHUNK)
@@ -289,9 +337,11 @@ def _lines(
         pending, held, skipping = [], 0, False
         view = memoryview(chunk)
         utf8 = _utf8(chunk, view[start : chunk.rfind(b"\n") + 1])
-        lines = []
+        lines: list[memoryview | None] = []
+        skip = unused.pattern.match if unused is not None else None
         while (end := find(b"\n", start)) >= 0:
-            lines.append(view[start:end])
+            passed = skip and end - start >= LONG and chunk[end - 1] == CLOSE and skip(chunk, start, end)
+            lines.append(None if passed else view[start:end])
             start = end + 1
             if len(lines) == batch:
                 yield number + 1, lines, True, utf8

@@ -25,7 +25,7 @@ import msgspec
 
 from kit.framing import block_framing
 from kit.jsontypes import JsonObject
-from kit.transcripts._base import Issues, Parsed, Position, file_summary, records, text
+from kit.transcripts._base import Issues, Parsed, Position, Unused, file_summary, records, text
 from kit.transcripts._claude import (
     TOOL_BLOCKS,
     Content,
@@ -130,6 +130,11 @@ DECODER = msgspec.json.Decoder(_Line)
 BLOCKS_DECODER = msgspec.json.Decoder(list[_Block] | str | None)
 TOOL_RESULT = re.compile(rb'"tool_result"')
 TEXT, BLOCKS = re.compile(rb'\s*"'), re.compile(rb"\s*\[")
+# A user line whose content opens with a tool result (most of a session's bytes): not a prompt (``_prompt``), so
+# read past undecoded when tool results are not asked for (``_base.Unused``)
+REQUESTS_ONLY = Unused.lines(
+    '"user","message":\\{"role":"user","content":\\[\\{(?:"tool_use_id":"[^"\\\\]*",)?"type":"tool_result"'
+)
 
 
 def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
@@ -317,7 +322,7 @@ def scan(state: _State) -> _State:
     path, issues, tools, responses = state.path, state.issues, state.tools, state.responses
     events, sent, answered = state.events, state.sent, state.answered
     version, turn, prompted = state.version, state.turn, state.prompted
-    for number, line in records(path, issues, DECODER, state.at):
+    for number, line in records(path, issues, DECODER, state.at, None if tools else REQUESTS_ONLY):
         kind, message = text(line.type), line.message
         version = line.version or version
         if kind == "assistant":

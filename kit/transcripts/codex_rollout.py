@@ -45,7 +45,7 @@ import orjson
 from kit.framing import block_framing, result_block
 from kit.jsontypes import Row
 from kit.transcripts import _usage
-from kit.transcripts._base import Issues, Parsed, Position, as_dict, file_summary, records, text
+from kit.transcripts._base import Issues, Parsed, Position, Unused, as_dict, file_summary, records, text
 from kit.transcripts._tools import exit_failed, result_row, text_of
 
 FORMAT = "codex_rollout"
@@ -144,6 +144,8 @@ class _Item(msgspec.Struct, gc=False):
 
 
 DECODER = msgspec.json.Decoder(_Line)
+# A tool's output (most of a rollout's bytes): read past undecoded when tool results are not asked for
+REQUESTS_ONLY = Unused.lines('"response_item","payload":\\{"type":"(?:function_call_output|custom_tool_call_output)"')
 PARTS = msgspec.json.Decoder(list[_Part])
 NULL = msgspec.Raw(b"null")
 ITEM = msgspec.json.Decoder(_Item)
@@ -167,8 +169,8 @@ def scan(state: _File) -> _File:
     """Read the file's lines after ``state.at`` into ``state`` and return it. The parse cache keeps the
     state (pickled) with the file's rows, so that a grown rollout has only its new lines read: a later
     line can still pair with an earlier response's usage, re-emit its event or answer its call."""
-    line = state.line
-    for number, record in records(state.path, state.issues, DECODER, state.at):
+    line, unused = state.line, None if state.want_tools else REQUESTS_ONLY
+    for number, record in records(state.path, state.issues, DECODER, state.at, unused):
         line(number, record)
     return state
 

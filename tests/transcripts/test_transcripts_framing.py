@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import json
 
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kit import tokens, transcripts
+from kit.framing import WRITTEN, _unwritten, block_framing
 from tests.support import CODE_MODE, SESSION, STREAM, TOOL_HEAVY
 
 
@@ -93,3 +98,21 @@ def test_codex_rollout_results_and_calls_are_framed_as_the_rollout_holds_them():
     assert len(expected) == 5 and list(zip(got["framing_chars"], got["o200k_tokens"], strict=True)) == expected
     framed = transcripts.read(CODE_MODE)["output_framing_chars"]
     assert framed.sum() >= sum(calls) and (framed > 0).all()
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["type", "id", "text", "input", "caller", "note"]), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["type", "id", "name", *WRITTEN]), JSON_VALUES, max_size=6))
+def test_block_framing_measures_what_walking_the_block_gives(block):
+    """The shortcut for blocks with nothing to empty (``kit.framing.HOLDING``) gives the walked block's length,
+    whatever the keys hold (a written key holding ``[]`` or text, nested, or its name inside a string)."""
+    assert block_framing(block) == len(orjson.dumps(_unwritten(block)))
