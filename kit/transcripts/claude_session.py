@@ -323,7 +323,7 @@ def scan(state: _State) -> _State:
     events, sent, answered = state.events, state.sent, state.answered
     version, turn, prompted = state.version, state.turn, state.prompted
     for number, line in records(path, issues, DECODER, state.at, None if tools else REQUESTS_ONLY):
-        kind, message = text(line.type), line.message
+        kind, message = line.type, line.message  # compared as it is; ``text`` only where it must be a string
         version = line.version or version
         if kind == "assistant":
             if message is None:
@@ -359,7 +359,7 @@ def scan(state: _State) -> _State:
                 sent.setdefault(line.id, number)
         elif kind == "cost-state":
             events.append(_event(path, number, responses, "cost-state", line))
-        elif kind not in BOOKKEEPING:
+        elif (kind := text(kind)) not in BOOKKEEPING:
             issues.unknown_type(path, number, kind)
     state.version, state.turn, state.prompted = version, turn, prompted
     return state

@@ -31,6 +31,7 @@ cell's output: that event makes the cell's tool result an error.
 
 from __future__ import annotations
 
+import operator
 import re
 import uuid
 from collections.abc import Sequence
@@ -63,6 +64,7 @@ FRAMING_KEYS = (
     "namespace",
     "internal_chat_message_metadata_passthrough",
 )
+FRAMED = operator.attrgetter(*FRAMING_KEYS)  # their values at once (a call per key cost more than the rest)
 CALL_INPUT = {"function_call": "arguments", "custom_tool_call": "input"}  # the key holding what the model wrote
 OPAQUE_CALLS = {"local_shell_call", "web_search_call", "tool_search_call"}  # input not given as the model sent it
 TOOL_CALL = re.compile(r"\btools\.[A-Za-z_]\w*\s*\(")  # a tool called from a Code Mode cell
@@ -103,7 +105,7 @@ class _Payload(msgspec.Struct, gc=False):
 
     def _known(self) -> dict[str, object]:
         """The keys this reader knows of a call or result, as the rollout holds them (its framing)."""
-        return {k: v for k in FRAMING_KEYS if (v := getattr(self, k)) is not None}
+        return {k: v for k, v in zip(FRAMING_KEYS, FRAMED(self), strict=True) if v is not None}
 
     def framing(self, key: str | None) -> int:
         """Characters of this call besides what its ``key`` holds (``kit.framing.block_framing``; None: the item has no
@@ -329,9 +331,9 @@ class _File:
     replayed: int = 0
 
     def line(self, number: int, line: _Line) -> None:
-        kind, payload = text(line.type), line.payload or EMPTY
-        if kind not in KNOWN:
-            self.issues.unknown_type(self.path, number, kind)
+        kind, payload = line.type, line.payload or EMPTY
+        if type(kind) is not str or kind not in KNOWN:
+            self.issues.unknown_type(self.path, number, text(kind))
         elif kind == "session_meta":
             self._meta(payload)
         elif kind == "turn_context" or (kind == "event_msg" and payload.type == "task_started"):
@@ -533,12 +535,17 @@ class _File:
             self.last_total = (number, total)
 
     def _rates(self, limits: object) -> dict[str, float]:
-        """Record each window's used percent (first and last of the file); return this event's, per window."""
-        seen = {}
-        for window, value in as_dict(limits).items():
-            used = as_dict(value).get("used_percent")
-            if isinstance(used, int | float) and not isinstance(used, bool):
-                entry = self.rates.setdefault(window, {"first": used, "window_minutes": value.get("window_minutes")})
+        """Record each window's used percent (first and last of the file); return this event's, per window.
+        (A decoded number is exactly an int or a float: a bool is neither.)"""
+        seen: dict[str, float] = {}
+        if type(limits) is not dict:
+            return seen
+        rates = self.rates
+        for window, value in limits.items():
+            used = value.get("used_percent") if type(value) is dict else None
+            if type(used) is int or type(used) is float:
+                if (entry := rates.get(window)) is None:
+                    entry = rates[window] = {"first": used, "window_minutes": value.get("window_minutes")}
                 entry["last"] = seen[window] = used
         return seen
 
