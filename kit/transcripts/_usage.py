@@ -57,6 +57,11 @@ def anthropic(usage: object) -> dict:
     """
     if type(usage) is dict and (found := _anthropic_plain(usage)) is not None:
         return found
+    return _anthropic_checked(usage)
+
+
+def _anthropic_checked(usage: object) -> dict:
+    """``anthropic`` of any usage, every count checked (``_count``)."""
     if not isinstance(usage, Mapping):
         return unknown()
     inp, out = _count(usage, "input_tokens"), _count(usage, "output_tokens")
@@ -132,6 +137,13 @@ def _openai(usage: object, prompt: str, completion: str) -> dict:
 
 def codex(usage: object) -> dict:
     """Codex CLI usage (rollout and ``--json``): OpenAI's convention with flattened field names."""
+    if type(usage) is dict and (found := _codex_plain(usage)) is not None:
+        return found
+    return _codex_checked(usage)
+
+
+def _codex_checked(usage: object) -> dict:
+    """``codex`` of any usage, every count checked (``_count``)."""
     if not isinstance(usage, Mapping):
         return unknown()
     return _known(
@@ -142,6 +154,28 @@ def codex(usage: object) -> dict:
         cache_write_1h_tokens=None,
         reasoning_tokens=_count(usage, "reasoning_output_tokens"),
     )
+
+
+def _codex_plain(usage: dict) -> dict | None:
+    """``codex`` of a usage whose counts are all non-negative integers or absent, with input and output known
+    and not both zero, without the general checks; None for any other, which the general code reads (as
+    ``_anthropic_plain``: it runs once per response of a history)."""
+    get = usage.get
+    inp, out = get("input_tokens"), get("output_tokens")
+    read, write, reasoning = get("cached_input_tokens"), get("cache_write_input_tokens"), get("reasoning_output_tokens")
+    if not (type(inp) is type(out) is int and inp >= 0 and out >= 0 and inp + out > 0):
+        return None
+    if not all(v is None or (type(v) is int and v >= 0) for v in (read, write, reasoning)):
+        return None
+    return {
+        "input_tokens": inp,
+        "output_tokens": out,
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
+        "cache_write_1h_tokens": None,
+        "reasoning_tokens": reasoning,
+        "usage_known": True,
+    }
 
 
 def canonical(usage: object) -> dict:
