@@ -161,7 +161,7 @@ def _read_trial(
     if len(primary) == 1:
         rows, found = transcripts.tables(primary, strict=strict)
         return rows, found.assign(source_path=str(primary[0])), None
-    rows = transcripts.read(primary, strict=strict)
+    rows, _ = transcripts.tables(primary, strict=strict)  # every line decoded and checked (``read`` passes tool output)
     found = [transcripts.tool_results([p]).assign(source_path=str(p)) for p in primary]
     return rows, pd.concat(found, ignore_index=True), None
 

@@ -17,7 +17,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import occupancy
+from kit import occupancy, transcripts
 from kit.stages import parse
 from kit.transcripts import cli, sources
 from tests.support import trial_meta
@@ -142,3 +142,18 @@ def test_a_codex_rollout_says_its_role_in_its_session_meta(tmp_path, meta, role)
     path = tmp_path / "rollout.jsonl"
     path.write_bytes(orjson.dumps({"type": "session_meta", "payload": {"id": "01b3", **meta}}) + b"\n")
     assert sources.file_role(path, "codex_rollout") == role
+
+
+def test_a_damaged_tool_output_line_of_a_several_file_trial_is_reported(batch):
+    """The stage checks every line: ``transcripts.read`` of requests alone passes over a long tool-output line
+    that ends as an object does (docs/method.md#transcripts), the stage reads the trial's tool results too."""
+    path = batch / "raw" / TRIAL / "z-first.jsonl"
+    head = {"parentUuid": None, "isSidechain": False, "sessionId": "s1", "type": "user"}
+    content = [{"tool_use_id": "t9", "type": "tool_result", "content": "x" * 2000}]
+    line = orjson.dumps(head | {"message": {"role": "user", "content": content}})
+    with open(path, "ab") as handle:
+        handle.write(line.replace(b'"content":"xx', b'"content":xx', 1) + b"\n")
+    assert transcripts.read(path).attrs["issues"] == []  # the case the stage must not inherit
+    issues = parse.parse_batch(batch)["parse_issues"]
+    assert [(Path(p).name, n) for p, n in issues[["source_path", "source_line"]].values] == [("z-first.jsonl", 5)]
+    assert issues["reason"].str.startswith("invalid JSON").all()
