@@ -418,3 +418,109 @@ def test_settled_files_are_known_by_their_stat_and_a_rewrite_still_seen(
     assert session.stat().st_size == stat.st_size
     same(transcripts.tables(folder, cache=store), want)
     assert opened == [str(session)]
+
+
+def rollouts(folder: Path) -> dict[str, list[bytes]]:
+    """A Codex history: prefixes of the rollout fixture of different lengths (distinct files), and the exec one."""
+    lines = (TRANSCRIPTS / ROLLOUT).read_bytes().splitlines(keepends=True)
+    wanted = {f"{name}.jsonl": lines[: 8 + 5 * i] for i, name in enumerate("bdfhjl")}
+    wanted["n.jsonl"] = (TRANSCRIPTS / EXEC_ROLLOUT).read_bytes().splitlines(keepends=True)
+    folder.mkdir()
+    for name, kept in wanted.items():
+        (folder / name).write_bytes(b"".join(kept))
+    return {name: lines for name in wanted}
+
+
+@pytest.mark.parametrize("tools", [True, False], ids=["tables", "read"])
+def test_one_format_is_spliced_from_the_last_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tools) -> None:
+    """Files of one format without a step across files: each call after the first takes the unchanged files'
+    rows from the last call's tables and the others' from their segments (``_spliced``), and equals a cold
+    read, call after call, with files grown in the middle, added before, between and after, rewritten,
+    removed, and string columns made one chunk again (``MAX_CHUNKS``)."""
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    whole = rollouts(folder)
+    monkeypatch.setattr(cache, "MAX_CHUNKS", 6)
+    spliced: list[int] = []
+    real = cache._spliced_frame
+
+    def spy(sources, part, runs):
+        if part == "requests":
+            spliced.append(len(sources))
+        return real(sources, part, runs)
+
+    monkeypatch.setattr(cache, "_spliced_frame", spy)
+    same(both(folder, tools, store), both(folder, tools))
+
+    def grow(name: str, more: int) -> None:
+        path = folder / name
+        have = len(path.read_bytes().splitlines())
+        with open(path, "ab") as handle:
+            handle.write(b"".join(whole.get(name, whole["b.jsonl"])[have : have + more]))
+
+    steps = [
+        lambda: (grow("d.jsonl", 4), grow("h.jsonl", 7)),
+        lambda: (folder / "a.jsonl").write_bytes(b"".join(whole["b.jsonl"][:20])),
+        lambda: (folder / "g.jsonl").write_bytes(b"".join(whole["b.jsonl"][:25])),
+        lambda: (folder / "z.jsonl").write_bytes(b"".join(whole["b.jsonl"][:31])),
+        lambda: (grow("b.jsonl", 3), grow("l.jsonl", 40)),
+        lambda: (folder / "f.jsonl").write_bytes(bumped((folder / "f.jsonl").read_bytes())),
+        lambda: (folder / "j.jsonl").unlink(),
+        lambda: (grow("a.jsonl", 2), grow("z.jsonl", 2), (folder / "c.jsonl").write_bytes(b"")),
+    ]
+    for step in steps:
+        step()
+        spliced.clear()
+        got = both(folder, tools, store)
+        same(got, both(folder, tools))
+        assert spliced == [2], "the unchanged files' rows come from the last call's tables"
+        assert got[0]["source_path"].array.__arrow_array__().num_chunks <= 6
+        assert cache.store(store).layout is not None
+    cache._STORES.clear()
+    same(both(folder, tools, store), both(folder, tools))  # a new process: gathered whole, then spliced again
+    assert spliced == [2, 1]
+    grow("d.jsonl", 2)
+    same(both(folder, tools, store), both(folder, tools))
+    assert spliced == [2, 1, 2]
+
+
+def test_attrs_keys_a_reader_adds_are_gathered_in_the_order_first_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader whose files give attrs keys besides those every reader starts with: not spliced (their order
+    is the order first seen, ``_joined``); the tables equal a cold read's, key order included."""
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    rollouts(folder)
+    from kit.transcripts import codex_rollout
+
+    finish = codex_rollout._File.finish
+
+    def extra(state):
+        out = finish(state)
+        if state.path.name in ("h.jsonl", "d.jsonl"):
+            out.attrs[f"extra_{state.path.name[0]}"] = [state.path.name]
+        return out
+
+    monkeypatch.setattr(codex_rollout._File, "finish", extra)
+    spliced: list[object] = []
+    real = cache._spliced
+    monkeypatch.setattr(cache, "_spliced", lambda *args: spliced.append(real(*args)) or spliced[-1])
+    want = transcripts.tables(folder)
+    assert list(want[0].attrs)[-3:] == ["extra_d", "extra_h", "issues"]
+    got = transcripts.tables(folder, cache=store)
+    same(got, want)
+    assert list(got[0].attrs) == list(want[0].attrs) and spliced == [None]
+
+
+def test_an_empty_file_given_twice_is_assembled_as_without_the_cache(tmp_path: Path) -> None:
+    """An empty file has no content to be a copy of, so given twice it is read twice (``_groups``): the
+    tables are then not spliced (one place per file) and equal a read without the cache."""
+    folder = tmp_path / "h"
+    rollouts(folder)
+    (folder / "e.jsonl").write_bytes(b"")
+    paths = [folder / "e.jsonl", folder / "b.jsonl", folder / "e.jsonl"]
+    same(transcripts.tables(paths, cache=tmp_path / "cache"), transcripts.tables(paths))
+
+
+def test_split_cuts_runs_where_a_source_ends() -> None:
+    assert cache._split([(0, 3), (4, 6)], [2, 0, 5, 3]) == [(0, 0, 2), (2, 0, 1), (2, 2, 5), (3, 0, 3)]
+    assert cache._split([], [4]) == []
