@@ -179,13 +179,6 @@ class Store:
             return
         self.pieces, self.segments = pieces, segments
 
-    def fresh(self, path: Path, key: Key, fmt: str | None, tools: bool) -> Piece | None:
-        """The cached piece of ``path`` if its key still holds (and format and tool reading match)."""
-        piece = self.pieces.get(str(path))
-        if piece is None or piece.key != key or piece.tools != tools or (fmt is not None and piece.format != fmt):
-            return None
-        return piece
-
     def add(self, name: str, segment: Segment, pieces: dict[str, Piece]) -> None:
         """Take in a pass's rows, let go of segments no piece uses, and write them and the index.
 
@@ -865,11 +858,15 @@ def _placed(
 
 
 def _spliced_frame(sources: list[Segment], part: str, runs: list[tuple[int, int]]) -> pd.DataFrame:
-    """The rows ``runs`` of the ``part`` frames of ``sources`` end to end; the last source's frame itself
-    where the runs are all of it, or where there are none (it has no rows then either)."""
+    """The rows ``runs`` of the ``part`` frames of ``sources`` end to end; a source's frame itself where the
+    runs are all of it, and the last source's where there are none (it has no rows then either)."""
     frames = [getattr(source, part) for source in sources]
-    if not runs or runs == [(sum(map(len, frames[:-1])), len(frames[-1]))]:
+    if not runs:
         return frames[-1]
+    starts = itertools.accumulate(map(len, frames), initial=0)
+    whole = [frame for frame, first in zip(frames, starts, strict=False) if runs == [(first, len(frame))]]
+    if whole:
+        return whole[0]
     arrays = [source.arrays(part) for source in sources]
     if not _alike(arrays):
         where = np.concatenate([np.arange(first, first + n) for first, n in runs])
@@ -952,7 +949,7 @@ def tables(
         for item in found:
             issues.add(item["source_path"], item["source_line"], item["reason"])
     else:
-        requests, tool_frame, attrs, memo = _tables(files, format, tools, st, keys, issues)
+        requests, tool_frame, attrs, memo = _tables(files, names, format, tools, st, keys, issues)
         st.memo = (signature, requests, tool_frame, attrs, list(issues.items)) if memo else None
     attrs = {**attrs, "issues": issues.items}
     requests, tool_frame = requests.copy(deep=False), tool_frame.copy(deep=False)  # copy-on-write (pandas 3)
@@ -965,16 +962,13 @@ def tables(
 
 
 def _tables(
-    files: Sequence[Path], format: str, tools: bool, st: Store, keys: dict[str, Key], issues: Issues
+    files: Sequence[Path], names: list[str], format: str, tools: bool, st: Store, keys: dict[str, Key], issues: Issues
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list], bool]:
     """Group the files as ``kit.transcripts`` does, read those not cached, assemble; whether the result may be
-    kept for the next call (not when a format read across files, uncached, is among them)."""
+    kept for the next call (not when a format read across files, uncached, is among them). ``names``: the
+    files as strings. Each file's size and, for a file whose piece still holds, its format are known
+    here (``_groups`` asks the others' of the file system)."""
     from kit import transcripts
-
-    def known(path: Path) -> str:
-        key = keys.get(str(path))
-        piece = st.fresh(path, key, None, tools) if key is not None else None
-        return piece.format if piece is not None else transcripts.detect(path)
 
     def head(path: Path) -> str:
         """The file's content check (``file_key``: a CRC of its first and last blocks) in place of the hash of
@@ -985,13 +979,22 @@ def _tables(
         key = keys.get(str(path))
         return f"crc {key[4]}" if key is not None else transcripts._head(path)
 
-    def size(path: Path) -> int:
-        key = keys.get(str(path))
-        return key[0] if key is not None else transcripts._stat_size(path)
-
-    groups, order = transcripts._groups(list(files), format, issues, known, head, size)
-    stale = [(fmt, p, keys[str(p)]) for fmt, group in groups.items() if fmt not in UNCACHED for p in group]
-    stale = [(fmt, p, key) for fmt, p, key in stale if st.fresh(p, key, fmt, tools) is None]
+    found = [keys.get(name) for name in names]
+    pieces = [st.pieces.get(name) for name in names]
+    formats = [
+        piece.format if piece is not None and piece.key == key and piece.tools == tools else None
+        for piece, key in zip(pieces, found, strict=True)
+    ]
+    sizes = [key[0] if key is not None else None for key in found]
+    groups, order = transcripts._groups(list(files), format, issues, head, sizes, formats)
+    cached = dict(zip(names, formats, strict=True))
+    stale = [
+        (fmt, p, keys[str(p)])
+        for fmt, group in groups.items()
+        if fmt not in UNCACHED
+        for p in group
+        if cached[str(p)] != fmt  # no piece, or one of another format, key or tool reading (``Store.fresh``)
+    ]
     if stale:
         _check_folder(st.folder, [str(p) for _, p, _ in stale])  # before anything is written
         st.add(*_read_pass(stale, tools, st))

@@ -475,12 +475,15 @@ def test_one_format_is_spliced_from_the_last_tables(tmp_path: Path, monkeypatch:
         assert spliced == [2], "the unchanged files' rows come from the last call's tables"
         assert got[0]["source_path"].array.__arrow_array__().num_chunks <= 6
         assert cache.store(store).layout is not None
+    cache.store(store).memo = None  # no file changed, and the last tables are not handed back whole
+    same(both(folder, tools, store), both(folder, tools))
+    assert spliced == [2, 2]
     cache._STORES.clear()
     same(both(folder, tools, store), both(folder, tools))  # a new process: gathered whole, then spliced again
-    assert spliced == [2, 1]
+    assert spliced == [2, 2, 1]
     grow("d.jsonl", 2)
     same(both(folder, tools, store), both(folder, tools))
-    assert spliced == [2, 1, 2]
+    assert spliced == [2, 2, 1, 2]
 
 
 def test_attrs_keys_a_reader_adds_are_gathered_in_the_order_first_seen(
@@ -524,3 +527,17 @@ def test_an_empty_file_given_twice_is_assembled_as_without_the_cache(tmp_path: P
 def test_split_cuts_runs_where_a_source_ends() -> None:
     assert cache._split([(0, 3), (4, 6)], [2, 0, 5, 3]) == [(0, 0, 2), (2, 0, 1), (2, 2, 5), (3, 0, 3)]
     assert cache._split([], [4]) == []
+
+
+def test_files_that_cannot_be_read_are_reported_as_without_the_cache(tmp_path: Path) -> None:
+    """A missing file among those given: the cache knows no size or format for it, so ``_groups`` asks the
+    file system, and reports it in its place as a read without the cache does."""
+    folder = tmp_path / "h"
+    rollouts(folder)
+    paths = [folder / "b.jsonl", folder / "missing.jsonl", folder / "d.jsonl", folder / "b.jsonl"]
+    want = transcripts.tables(paths)
+    duplicate = f"duplicate of {paths[0]} (same content); counted once"
+    assert [i["reason"] for i in want[0].attrs["issues"]][1:] == [duplicate]
+    assert want[0].attrs["issues"][0]["reason"].startswith("cannot read")
+    same(transcripts.tables(paths, cache=tmp_path / "cache"), want)
+    same(transcripts.tables(paths, cache=tmp_path / "cache"), want)
