@@ -541,3 +541,38 @@ def test_files_that_cannot_be_read_are_reported_as_without_the_cache(tmp_path: P
     assert want[0].attrs["issues"][0]["reason"].startswith("cannot read")
     same(transcripts.tables(paths, cache=tmp_path / "cache"), want)
     same(transcripts.tables(paths, cache=tmp_path / "cache"), want)
+
+
+def test_cut_by_blocks_agrees_with_concat_and_take(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_cut`` with the frames' stacked columns (``_stacked``: 2-D values and masks, string tables) equals
+    ``pd.concat`` and ``DataFrame.take``, with runs across frames, over frames of several Arrow chunks, and
+    with string columns re-joined past ``MAX_CHUNKS``; the blocks it returns are the new frame's columns."""
+    import numpy as np
+
+    rows = [
+        {"source_path": f"p{i % 7}", "cycle": i, "model": None if i % 3 else "m", "wall_s": i / 4, "sidechain": i % 2}
+        for i in range(300)
+    ]
+    chunked = pd.concat([schema.requests_frame(rows[:50]), schema.requests_frame(rows[50:120])], ignore_index=True)
+    frames = [chunked, schema.requests_frame(rows[120:])]
+    segments = [cache.Segment(f, cache._tool_frame([])) for f in frames]
+    arrays = [s.arrays("requests") for s in segments]
+    blocks = [s.blocks("requests") for s in segments]
+    runs = [(0, 40), (200, 60), (45, 85), (290, 10), (130, 5)]
+    where = np.concatenate([np.arange(first, first + n) for first, n in runs])
+    want = pd.concat(frames, ignore_index=True).take(where).reset_index(drop=True)
+    for limit in (128, 3):
+        monkeypatch.setattr(cache, "MAX_CHUNKS", limit)
+        got, made = cache._cut(arrays, frames, runs, blocks)
+        pd.testing.assert_frame_equal(got, want)
+        assert {kind[0] for kind in made} == {type(got[c].array) for c in ("cycle", "wall_s", "sidechain", "model")}
+        for names, values, _ in made.values():
+            for i, name in enumerate(names):
+                column = got[name].array
+                if isinstance(values, np.ndarray):
+                    assert np.shares_memory(column._data, values[i])
+                else:
+                    assert column.__arrow_array__().num_chunks <= limit
+                    assert column.__arrow_array__().equals(values.column(i))
+        again = cache._cut([cache.Segment(got, cache._tool_frame([])).arrays("requests")], [got], [(5, 100)], [made])[0]
+        pd.testing.assert_frame_equal(again, want.iloc[5:105].reset_index(drop=True))
