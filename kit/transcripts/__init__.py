@@ -19,8 +19,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from pathlib import Path
 
@@ -128,15 +129,54 @@ def _path(name: str) -> Path:
     return Path(name)
 
 
-def _walk(folder: str) -> Iterator[str]:
+def _walk(folder: str) -> list[str]:
     """The transcript files below ``folder``, in no order, as ``rglob`` finds them (symlinked folders not
     followed); ``os.scandir`` tells files apart without a ``stat`` each (a history holds thousands)."""
+    found: list[str] = []
+    todo = [folder]
+    while todo:
+        files, folders = _listing(todo.pop())
+        found += files
+        todo += folders
+    return found
+
+
+SETTLED_NS = 5 * 10**9  # a folder unchanged this long before it was listed is then known by its stat (_listing)
+_LISTINGS: dict[str, tuple[tuple[int, int, int], list[str], list[str]]] = {}  # folder: (stat, files, folders)
+
+
+def _listing(folder: str) -> tuple[list[str], list[str]]:
+    """The transcript files and the folders (not symlinked) in ``folder``; the last listing where its ``stat``
+    shows no change since.
+
+    Adding, removing or renaming an entry changes its folder's modification and change times, so a
+    settled folder (the same reasoning as the parse cache's settled keys: its last change ``SETTLED_NS``
+    before it was listed, and a change time no call can set back) whose ``stat`` is unchanged holds the
+    same entries: listing every folder of a history again was most of ``_files`` (0.8 of 1.3 ms for
+    1,000 rollouts in 40 folders). A folder holding a symlink is listed every time (its target can
+    change from file to folder with the folder unchanged).
+    """
+    found = os.stat(folder)
+    stamp = (found.st_mtime_ns, found.st_ctime_ns, found.st_ino)
+    kept = _LISTINGS.get(folder)
+    if kept is not None and kept[0] == stamp:
+        return kept[1], kept[2]
+    checked = time.time_ns()
+    files: list[str] = []
+    folders: list[str] = []
+    linked = False
     with os.scandir(folder) as entries:
         for entry in entries:
+            linked = linked or entry.is_symlink()
             if entry.is_dir(follow_symlinks=False):
-                yield from _walk(entry.path)
+                folders.append(entry.path)
             elif entry.name.endswith(SUFFIXES) and entry.is_file() and "." in entry.name.lstrip("."):
-                yield entry.path
+                files.append(entry.path)
+    if not linked and found.st_mtime_ns <= found.st_ctime_ns < checked - SETTLED_NS:
+        _LISTINGS[folder] = stamp, files, folders
+    else:
+        _LISTINGS.pop(folder, None)
+    return files, folders
 
 
 def _check_format(format: str) -> None:

@@ -141,7 +141,7 @@ class Segment:
         if part not in self._arrays:
             frame = getattr(self, part)
             found = {name: frame._mgr.iget_values(i) for i, name in enumerate(frame.columns)}  # 8x ``items()``
-            self._arrays[part] = found, tuple(map(str, frame.dtypes))
+            self._arrays[part] = found, tuple(str(array.dtype) for array in found.values())  # no dtypes Series
         return self._arrays[part]
 
     def blocks(self, part: str) -> Blocks:

@@ -576,3 +576,44 @@ def test_cut_by_blocks_agrees_with_concat_and_take(monkeypatch: pytest.MonkeyPat
                     assert column.__arrow_array__().equals(values.column(i))
         again = cache._cut([cache.Segment(got, cache._tool_frame([])).arrays("requests")], [got], [(5, 100)], [made])[0]
         pd.testing.assert_frame_equal(again, want.iloc[5:105].reset_index(drop=True))
+
+
+def test_settled_folders_are_listed_from_their_last_listing_while_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_files`` keeps a settled folder's listing while its ``stat`` is unchanged: a file added, removed or
+    renamed (even with the folder's times put back) is seen; a folder holding a symlink is listed anew."""
+    folder = tmp_path / "h"
+    rollouts(folder)
+    day = folder / "2026" / "06"
+    day.mkdir(parents=True)
+    (day / "x.jsonl").write_bytes((folder / "b.jsonl").read_bytes())
+    monkeypatch.setattr(transcripts, "_LISTINGS", {})
+    monkeypatch.setattr(transcripts, "SETTLED_NS", -(10**15))  # every folder settled
+
+    def listed() -> list[Path]:
+        found = transcripts._files(folder)
+        with monkeypatch.context() as fresh:  # the same folder listed with nothing kept
+            fresh.setattr(transcripts, "_LISTINGS", {})
+            fresh.setattr(transcripts, "SETTLED_NS", 10**18)
+            assert found == transcripts._files(folder)
+        return found
+
+    assert len(listed()) == 8 and str(day) in transcripts._LISTINGS
+    (day / "y.jsonl").write_bytes(b"")
+    assert day / "y.jsonl" in listed()
+    stat = day.stat()
+    (day / "y.jsonl").rename(day / "z.jsonl")
+    os.utime(day, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert day / "z.jsonl" in listed() and day / "y.jsonl" not in listed()
+    (day / "x.jsonl").unlink()
+    assert day / "x.jsonl" not in listed()
+    (day / "link.jsonl").symlink_to(folder / "d.jsonl")
+    assert day / "link.jsonl" in listed() and str(day) not in transcripts._LISTINGS
+    (day / "link.jsonl").unlink()
+    (day / "link.jsonl").mkdir()  # the name now a folder: not a transcript
+    assert day / "link.jsonl" not in listed()
+    monkeypatch.setattr(transcripts, "SETTLED_NS", 10**18)  # nothing settled: nothing kept
+    transcripts._LISTINGS.clear()
+    listed()
+    assert not transcripts._LISTINGS
