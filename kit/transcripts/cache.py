@@ -243,7 +243,7 @@ class Store:
         """A segment of the pieces of ``paths``, whose places are rewritten to point into it (one gather per
         table, ``_gather``: a slice per piece cost about 0.3 s for a thousand files)."""
         pieces = [self.pieces[path] for path in paths]
-        requests = _gather([_Take(p.segment, p.rows) for p in pieces], self.segments, "requests", schema.requests_frame)
+        requests = _gather([_Take(p.segment, p.rows) for p in pieces], self.segments, "requests", _requests_frame)
         tools = _gather([_Take(p.segment, p.tool_rows) for p in pieces], self.segments, "tools", _tool_frame)
         at, tool_at = 0, 0
         for piece in pieces:
@@ -317,6 +317,18 @@ def _tool_frame(rows: list[dict]) -> pd.DataFrame:
     if not rows:  # ``read`` keeps no tool rows: the empty frame is made once (a frame costs ~10 ms)
         return _empty_tools().copy(deep=False)
     return schema.frame(rows, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
+
+
+def _requests_frame(rows: list[dict]) -> pd.DataFrame:
+    """``schema.requests_frame``; the empty one made once (a warm call with no file changed gathers no rows)."""
+    if not rows:
+        return _empty_requests().copy(deep=False)
+    return schema.requests_frame(rows)
+
+
+@functools.cache
+def _empty_requests() -> pd.DataFrame:
+    return schema.requests_frame([])
 
 
 @functools.cache
@@ -507,7 +519,7 @@ def _read_pass(items: list[tuple[str, Path, Key]], tools: bool, st: Store) -> tu
             )  # fmt: skip
         at, tool_at = at + len(req), tool_at + len(tool)
     segment = Segment(
-        _concat([r for r, _, _ in results], schema.requests_frame), _concat([t for _, t, _ in results], _tool_frame)
+        _concat([r for r, _, _ in results], _requests_frame), _concat([t for _, t, _ in results], _tool_frame)
     )
     return name, segment, pieces
 
@@ -788,7 +800,7 @@ def _assemble(
         _extend_attrs(group_out, _joined(attrs))
         _extend_attrs(out, group_out.attrs)
     ordered = [takes[p] for p in sorted(takes, key=order.__getitem__)]
-    requests = _gather(ordered, segments, "requests", schema.requests_frame)
+    requests = _gather(ordered, segments, "requests", _requests_frame)
     return requests, _tool_gather(tool_takes, segments), out.attrs
 
 
@@ -855,7 +867,7 @@ def _spliced(
             issues.add(item["source_path"], item["source_line"], item["reason"])
     takes = [_Take(piece.segment, piece.rows) for _, piece in fresh]
     tool_takes = [_Take(piece.segment, piece.tool_rows, path=name) for name, piece in fresh] if tools else []
-    new = Segment(_gather(takes, st.segments, "requests", schema.requests_frame), _tool_gather(tool_takes, st.segments))
+    new = Segment(_gather(takes, st.segments, "requests", _requests_frame), _tool_gather(tool_takes, st.segments))
     new_attrs = _joined([piece.attrs for _, piece in fresh])
     sizes = {
         "requests": [piece.rows[1] - piece.rows[0] for _, piece in fresh],
@@ -1008,9 +1020,13 @@ def tables(
         requests, tool_frame, attrs, memo = _tables(files, names, format, tools, st, keys, issues)
         st.memo = (signature, requests, tool_frame, attrs, list(issues.items)) if memo else None
     attrs = {**attrs, "issues": issues.items}
-    requests, tool_frame = requests.copy(deep=False), tool_frame.copy(deep=False)  # copy-on-write (pandas 3)
-    if not tool_paths:
+    requests = requests.copy(deep=False)  # copy-on-write (pandas 3)
+    if tool_paths:
+        tool_frame = tool_frame.copy(deep=False)
+    elif len(tool_frame):
         tool_frame = tool_frame.drop(columns="source_path")
+    else:  # as dropped, made once (``read`` keeps no tool rows, and hands back none)
+        tool_frame = _empty_tools().copy(deep=False)
     requests.attrs = {k: Shared(v) for k, v in attrs.items()}
     tool_frame.attrs = {"issues": Shared(issues.items)}
     st.write_behind()

@@ -522,6 +522,11 @@ def test_an_empty_file_given_twice_is_assembled_as_without_the_cache(tmp_path: P
     (folder / "e.jsonl").write_bytes(b"")
     paths = [folder / "e.jsonl", folder / "b.jsonl", folder / "e.jsonl"]
     same(transcripts.tables(paths, cache=tmp_path / "cache"), transcripts.tables(paths))
+    alone = [folder / "e.jsonl"]  # no tool rows: the empty tool table, made once, is handed back
+    want = transcripts.tables(alone)
+    assert len(want[1]) == 0
+    same(transcripts.tables(alone, cache=tmp_path / "cache"), want)
+    same(transcripts.tables(alone, cache=tmp_path / "cache"), want)
 
 
 def test_split_cuts_runs_where_a_source_ends() -> None:
