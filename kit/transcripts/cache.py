@@ -528,20 +528,26 @@ def _resumable(piece: Piece | None, fmt: str, path: Path, key: Key, tools: bool)
     """``piece``'s reader state and the bytes it read, if the file it was read from only grew since: same
     format, tool reading and inode, a reader state kept, more bytes now, and the bytes that state read
     unchanged (their CRC-32, over all of them: a file rewritten in place with the same start and end is
-    read again whole)."""
+    read again whole). The blocks are read with ``pread``: through a buffered file each was copied once
+    more (a fifth of the check, 0.4 ms for the 6 MB of seven grown rollouts)."""
     if piece is None or piece.state is None or piece.at is None:
         return None
     offset, crc = piece.at
     if piece.format != fmt or piece.tools != tools or key[3] != piece.key[3] or key[0] <= offset:
         return None
     try:
-        with open(path, "rb") as handle:
-            found, left = 0, offset
-            while left and (block := handle.read(min(left, CRC_BLOCK))):
-                found, left = zlib.crc32(block, found), left - len(block)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
-    return (piece.state, offset) if not left and found == crc else None
+    try:
+        found, at = 0, 0
+        while at < offset and (block := os.pread(fd, min(offset - at, CRC_BLOCK), at)):
+            found, at = zlib.crc32(block, found), at + len(block)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return (piece.state, offset) if at == offset and found == crc else None
 
 
 # --- assembling the tables ---------------------------------------------------------------------------------

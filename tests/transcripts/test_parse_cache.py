@@ -622,3 +622,31 @@ def test_settled_folders_are_listed_from_their_last_listing_while_unchanged(
     transcripts._LISTINGS.clear()
     listed()
     assert not transcripts._LISTINGS
+
+
+def test_a_grown_files_head_is_checked_block_by_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_resumable`` checks the bytes read before in blocks (``CRC_BLOCK``, here far smaller than the file):
+    an unchanged head resumes, one changed byte in any block, or a file cut short, does not."""
+    monkeypatch.setattr(cache, "CRC_BLOCK", 97)
+    folder, store = tmp_path / "h", tmp_path / "cache"
+    folder.mkdir()
+    head, tail = halves(ROLLOUT)
+    path = folder / ROLLOUT
+    path.write_bytes(head)
+    transcripts.tables(folder, cache=store)
+    piece = cache.store(store).pieces[str(path)]
+    assert piece.at is not None and piece.at[0] == len(head) > 10 * 97
+    with open(path, "ab") as handle:
+        handle.write(tail)
+    assert cache._resumable(piece, "codex_rollout", path, cache.file_key(path), True) == (piece.state, len(head))
+    same(transcripts.tables(folder, cache=store), cold(folder))
+    for at in (0, 5 * 97 + 3, len(head) - 1):
+        blob = bytearray(head + tail)
+        blob[at] ^= 1
+        with open(path, "r+b") as handle:  # in place: the inode stays
+            handle.write(blob)
+        assert cache._resumable(piece, "codex_rollout", path, cache.file_key(path), True) is None
+    with open(path, "r+b") as handle:
+        handle.truncate(len(head) - 5)
+    key = cache.file_key(path)
+    assert cache._resumable(piece, "codex_rollout", path, (len(head) + 1, *key[1:]), True) is None
