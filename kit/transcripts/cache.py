@@ -820,6 +820,7 @@ def _tool_gather(takes: list[_Take], segments: dict[str, Segment]) -> pd.DataFra
 
 
 ATTRS = tuple(Parsed().attrs)  # the attrs keys a reader starts with (``_spliced`` keeps to them)
+PARTS = ("requests", "tools", *ATTRS)  # what a file gives the tables, each placed by ``_placed``
 
 
 @dataclass
@@ -827,7 +828,7 @@ class _Layout:
     """The tables the files of one format made in the last call, and where each file's rows are in them.
 
     ``places``: each file's place; ``pieces``: the piece its rows came from; ``at`` and ``counts``: per part
-    (``requests``, ``tools`` and each attrs key), each file's first row or entry there, and how many.
+    (a row each, ``PARTS``), each file's first row or entry there, and how many.
     """
 
     format: str
@@ -836,12 +837,13 @@ class _Layout:
     pieces: list[Piece]
     tables: Segment  # the requests and tool frames returned (tool rows with their source_path)
     attrs: dict[str, list]
-    at: dict[str, np.ndarray] = field(default_factory=dict)
-    counts: dict[str, np.ndarray] = field(default_factory=dict)
+    at: np.ndarray
+    counts: np.ndarray
 
-    def length(self, part: str) -> int:
-        """Rows of the requests or tools table, or entries of an attrs key."""
-        return len(getattr(self.tables, part)) if part in ("requests", "tools") else len(self.attrs[part])
+    def lengths(self) -> np.ndarray:
+        """Each part's rows (requests and tools tables) or entries (attrs keys), in ``PARTS`` order."""
+        frames = [len(self.tables.requests), len(self.tables.tools)]
+        return np.array([*frames, *(len(self.attrs[key]) for key in ATTRS)], dtype=np.int64)
 
 
 def _spliced(
@@ -875,59 +877,61 @@ def _spliced(
     tool_takes = [_Take(piece.segment, piece.tool_rows, path=name) for name, piece in fresh] if tools else []
     new = Segment(_gather(takes, st.segments, "requests", _requests_frame), _tool_gather(tool_takes, st.segments))
     new_attrs = _joined([piece.attrs for _, piece in fresh])
-    sizes = {
-        "requests": [piece.rows[1] - piece.rows[0] for _, piece in fresh],
-        "tools": [len(take) for take in tool_takes] if tools else [0] * len(fresh),
-        **{key: [len(piece.attrs.get(key, ())) for _, piece in fresh] for key in ATTRS},
-    }
+    sizes = [
+        [piece.rows[1] - piece.rows[0] for _, piece in fresh],
+        [len(take) for take in tool_takes] if tools else [0] * len(fresh),
+        *([len(piece.attrs.get(key, ())) for _, piece in fresh] for key in ATTRS),
+    ]
+    added = np.array(sizes, dtype=np.int64).reshape(len(PARTS), len(fresh))
+    if last is not None:
+        runs, at, counts = _placed(old, last.at, last.counts, last.lengths(), added)
+    else:
+        none = np.zeros((len(PARTS), 0), dtype=np.int64)
+        runs, at, counts = _placed(old, none, none, np.zeros(len(PARTS), dtype=np.int64), added)
     sources = [last.tables, new] if last is not None else [new]
     frames: dict[str, pd.DataFrame] = {}
     blocks: dict[str, Blocks] = {}
+    for part in ("requests", "tools"):
+        frames[part], blocks[part] = _spliced_frame(sources, part, runs[PARTS.index(part)])
     attrs: dict[str, list] = {}
-    firsts: dict[str, np.ndarray] = {}
-    counts: dict[str, np.ndarray] = {}
-    none = np.zeros(0, dtype=np.int64)
-    for part, size in sizes.items():
-        if last is not None:
-            runs, firsts[part], counts[part] = _placed(old, last.at[part], last.counts[part], last.length(part), size)
-        else:
-            runs, firsts[part], counts[part] = _placed(old, none, none, 0, size)
-        if part in ("requests", "tools"):
-            frames[part], blocks[part] = _spliced_frame(sources, part, runs)
-        else:
-            lists = [last.attrs[part], new_attrs[part]] if last is not None else [new_attrs[part]]
-            attrs[part] = []
-            for source, first, stop in _split(runs, [len(found) for found in lists]):
-                attrs[part] += lists[source][first:stop]
+    for key in ATTRS:
+        lists = [last.attrs[key], new_attrs[key]] if last is not None else [new_attrs[key]]
+        attrs[key] = []
+        for source, first, stop in _split(runs[PARTS.index(key)], [len(found) for found in lists]):
+            attrs[key] += lists[source][first:stop]
     tables = Segment(frames["requests"], frames["tools"], _blocks={k: found for k, found in blocks.items() if found})
     places = {name: place for place, name in enumerate(names)}
-    st.layout = _Layout(fmt, tools, places, pieces, tables, attrs, firsts, counts)
+    st.layout = _Layout(fmt, tools, places, pieces, tables, attrs, at, counts)
     return frames["requests"], frames["tools"], attrs
 
 
 def _placed(
-    old: np.ndarray, at: np.ndarray, counts: np.ndarray, base: int, fresh: list[int]
-) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
-    """One part's rows (or entries) of the files, as runs (first, length) over the last call's ones, then the
-    fresh files' from ``base``; and each file's first row and count in the new table.
+    old: np.ndarray, at: np.ndarray, counts: np.ndarray, bases: np.ndarray, added: np.ndarray
+) -> tuple[list[list[tuple[int, int]]], np.ndarray, np.ndarray]:
+    """Each part's rows (or entries) of the files, as runs (first, length) over the last call's ones, then the
+    fresh files' from ``bases``; and each file's first row and count in the new tables, a row per part.
 
-    ``old``: each file's place in the last call (-1: fresh); ``at``, ``counts``: the last call's per file;
-    ``fresh``: the count of each fresh file, in order. Files next to each other in the same source make
-    one run; files without rows make none.
+    ``old``: each file's place in the last call (-1: fresh); ``at``, ``counts``: the last call's, a row per
+    part; ``bases``: each part's length in the last call; ``added``: each fresh file's counts, a column
+    each, in order. Files next to each other in the same source make one run; files without rows make
+    none. All parts at once: eight parts one by one cost 0.4 ms of numpy calls.
     """
     kept = old >= 0
-    count = np.empty(len(old), dtype=np.int64)
-    first = np.empty(len(old), dtype=np.int64)
-    count[kept], first[kept] = counts[old[kept]], at[old[kept]]
-    added = np.asarray(fresh, dtype=np.int64)
-    count[~kept], first[~kept] = added, base + np.cumsum(added) - added
+    count = np.empty((len(at), len(old)), dtype=np.int64)
+    first = np.empty_like(count)
+    count[:, kept], first[:, kept] = counts[:, old[kept]], at[:, old[kept]]
+    count[:, ~kept], first[:, ~kept] = added, bases[:, None] + np.cumsum(added, axis=1) - added
     some = count > 0
+    part = np.nonzero(some)[0]  # each file's rows by part, the parts one after the other
     starts, lengths = first[some], count[some]
-    runs: list[tuple[int, int]] = []
+    runs: list[list[tuple[int, int]]] = [[] for _ in range(len(at))]
     if len(starts):
-        opens = np.flatnonzero(np.concatenate([[True], starts[1:] != starts[:-1] + lengths[:-1]]))
-        runs = list(zip(starts[opens].tolist(), np.add.reduceat(lengths, opens).tolist(), strict=True))
-    return runs, np.cumsum(count) - count, count
+        joined = (part[1:] == part[:-1]) & (starts[1:] == starts[:-1] + lengths[:-1])
+        opens = np.flatnonzero(np.concatenate([[True], ~joined]))
+        found = zip(part[opens].tolist(), starts[opens].tolist(), np.add.reduceat(lengths, opens).tolist(), strict=True)
+        for index, first_row, n in found:
+            runs[index].append((first_row, n))
+    return runs, np.cumsum(count, axis=1) - count, count
 
 
 def _spliced_frame(sources: list[Segment], part: str, runs: list[tuple[int, int]]) -> tuple[pd.DataFrame, Blocks]:

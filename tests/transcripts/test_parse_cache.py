@@ -650,3 +650,21 @@ def test_a_grown_files_head_is_checked_block_by_block(tmp_path: Path, monkeypatc
         handle.truncate(len(head) - 5)
     key = cache.file_key(path)
     assert cache._resumable(piece, "codex_rollout", path, (len(head) + 1, *key[1:]), True) is None
+
+
+def test_placed_makes_runs_per_part_from_the_last_call_and_the_fresh_files() -> None:
+    """``_placed``: three files of the last call (counts per part, a row each) and two fresh ones; runs never
+    cross from one part to the next, even where one part's rows end where the next part's begin."""
+    import numpy as np
+
+    at = np.array([[0, 2, 5], [0, 11, 12]])
+    counts = np.array([[2, 3, 1], [0, 1, 4]])
+    old = np.array([0, 1, -1, 2, -1])  # the last call's files 0 and 1, a fresh one, file 2, another fresh one
+    added = np.array([[4, 1], [2, 0]])
+    runs, first, count = cache._placed(old, at, counts, np.array([6, 16]), added)
+    assert runs == [[(0, 5), (6, 4), (5, 1), (10, 1)], [(11, 1), (16, 2), (12, 4)]]  # (10, 1) then (11, 1)
+    assert count.tolist() == [[2, 3, 4, 1, 1], [0, 1, 2, 4, 0]]
+    assert first.tolist() == [[0, 2, 5, 9, 10], [0, 0, 1, 3, 7]]
+    none = np.zeros((2, 0), dtype=np.int64)
+    runs, _, _ = cache._placed(np.array([-1, -1]), none, none, np.zeros(2, dtype=np.int64), np.array([[0, 3], [0, 0]]))
+    assert runs == [[(0, 3)], []]
