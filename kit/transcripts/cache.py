@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs; used for slices of string columns (_take)
-from pandas.core.arrays.masked import BaseMaskedArray
 
 from kit import schema
 from kit.errors import InputError
@@ -67,6 +66,7 @@ MAX_CHUNKS = 128  # string columns gathered in more Arrow chunks than this are m
 INDEX = "index.pkl"
 Key = tuple[int, int, int, int, int]
 Blocks = dict[tuple[type, Any, Any], tuple[list[str], Any, Any]]  # columns stacked by kind (``_stacked``)
+MASKED = (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArray)  # numpy values and a mask
 
 
 def _version() -> str:
@@ -165,7 +165,7 @@ def _stacked(arrays: dict[str, Any]) -> Blocks:
     a table, sliced once per run where each column's slice cost 3 µs (9 columns, 30 runs: 0.9 ms)."""
     groups: dict[tuple[type, Any, Any], list[str]] = {}
     for name, array in arrays.items():
-        if isinstance(array, BaseMaskedArray):
+        if isinstance(array, MASKED):
             groups.setdefault((type(array), array.dtype, array._data.dtype), []).append(name)
         elif isinstance(array, pd.arrays.ArrowStringArray):
             groups.setdefault((type(array), array.dtype, array.__arrow_array__().type), []).append(name)
@@ -704,7 +704,7 @@ def _cut(
             if len(chunks) > MAX_CHUNKS:
                 chunks = [pa.concat_arrays(chunks)]
             cells[name] = pd.arrays.ArrowStringArray(pa.chunked_array(chunks, type=data[0].type), dtype=parts[0].dtype)
-        elif isinstance(parts[0], BaseMaskedArray):  # Int64, Float64, boolean: its values and mask, as numpy
+        elif isinstance(parts[0], MASKED):  # Int64, Float64, boolean: its values and mask, as numpy
             values = np.concatenate([parts[at]._data[a:b] for at, a, b in cuts])
             cells[name] = type(parts[0])(values, np.concatenate([parts[at]._mask[a:b] for at, a, b in cuts]))
         else:
