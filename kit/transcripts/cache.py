@@ -767,7 +767,7 @@ def _assemble(
     if len(groups) == 1:
         fmt, group = next(iter(groups.items()))
         if fmt not in UNCACHED and fmt != claude_session.FORMAT and len(group) == len(order):
-            spliced = _spliced(fmt, group, st, tools, issues)
+            spliced = _spliced(fmt, list(order), st, tools, issues)  # the group's files, as strings
             if spliced is not None:
                 return spliced
     out = Parsed()
@@ -847,18 +847,17 @@ class _Layout:
 
 
 def _spliced(
-    fmt: str, group: list[Path], st: Store, tools: bool, issues: Issues
+    fmt: str, names: list[str], st: Store, tools: bool, issues: Issues
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list]] | None:
-    """The tables of one format whose files are read alone (``_assemble``): each file's rows, tool rows and
-    attrs entries end to end in file order, taken from the last call's tables (``Store.layout``) for the
-    files whose piece is the same, and from their segments for the others (``fresh``).
+    """The tables of one format whose files (``names``, in order) are read alone (``_assemble``): each file's
+    rows, tool rows and attrs entries end to end in file order, taken from the last call's tables
+    (``Store.layout``) for the files whose piece is the same, and from their segments for the others.
 
     Gathering every row from the segments again cost about 8 ms for 1,000 rollouts grown by 1% (a take of
     every string: the passes leave each grown file's rows in another segment); the unchanged files' rows
     are a few dozen runs of the last tables, cut as slices (``_cut``). None, for ``_assemble`` to gather,
     where a piece has attrs keys besides ``ATTRS``: they go in the order first seen (``_joined``).
     """
-    names = [str(p) for p in group]
     pieces = list(map(st.pieces.__getitem__, names))
     last = st.layout if st.layout is not None and (st.layout.format, st.layout.tools) == (fmt, tools) else None
     places, kept = (last.places, last.pieces) if last is not None else ({}, [])
@@ -900,7 +899,7 @@ def _spliced(
         for source, first, stop in _split(runs[PARTS.index(key)], [len(found) for found in lists]):
             attrs[key] += lists[source][first:stop]
     tables = Segment(frames["requests"], frames["tools"], _blocks={k: found for k, found in blocks.items() if found})
-    places = {name: place for place, name in enumerate(names)}
+    places = dict(zip(names, range(len(names)), strict=True))
     st.layout = _Layout(fmt, tools, places, pieces, tables, attrs, at, counts)
     return frames["requests"], frames["tools"], attrs
 
