@@ -262,14 +262,20 @@ def test_grown_files_read_from_their_kept_state_agree(tmp_path: Path, monkeypatc
     same(both(folder, tools, store), want)
 
 
-def test_a_grown_file_whose_head_changed_is_read_whole(tmp_path: Path) -> None:
-    """Rewritten in place (same inode) with other bytes before the old end, then longer: not resumed."""
+def head_read(tmp_path: Path) -> tuple[Path, Path, Path, bytes, bytes]:
+    """A rollout's first half written and read through a cache: its folder, the cache, the file, both halves."""
     folder, store = tmp_path / "h", tmp_path / "cache"
     folder.mkdir()
     head, tail = halves(ROLLOUT)
     path = folder / ROLLOUT
     path.write_bytes(head)
     transcripts.tables(folder, cache=store)
+    return folder, store, path, head, tail
+
+
+def test_a_grown_file_whose_head_changed_is_read_whole(tmp_path: Path) -> None:
+    """Rewritten in place (same inode) with other bytes before the old end, then longer: not resumed."""
+    folder, store, path, head, tail = head_read(tmp_path)
     with open(path, "r+b") as handle:  # in place: the inode stays
         handle.write(bumped(head) + tail)
     piece = cache.store(store).pieces[str(path)]
@@ -628,12 +634,7 @@ def test_a_grown_files_head_is_checked_block_by_block(tmp_path: Path, monkeypatc
     """``_resumable`` checks the bytes read before in blocks (``CRC_BLOCK``, here far smaller than the file):
     an unchanged head resumes, one changed byte in any block, or a file cut short, does not."""
     monkeypatch.setattr(cache, "CRC_BLOCK", 97)
-    folder, store = tmp_path / "h", tmp_path / "cache"
-    folder.mkdir()
-    head, tail = halves(ROLLOUT)
-    path = folder / ROLLOUT
-    path.write_bytes(head)
-    transcripts.tables(folder, cache=store)
+    folder, store, path, head, tail = head_read(tmp_path)
     piece = cache.store(store).pieces[str(path)]
     assert piece.at is not None and piece.at[0] == len(head) > 10 * 97
     with open(path, "ab") as handle:
