@@ -140,7 +140,7 @@ class Segment:
         once: reaching a column through its frame costs about as much as gathering its rows (``_gather``)."""
         if part not in self._arrays:
             frame = getattr(self, part)
-            found = {name: frame._mgr.iget_values(i) for i, name in enumerate(frame.columns)}  # 8x ``items()``
+            found = {name: column.array for name, column in frame.items()}  # public API: pandas' internals change
             self._arrays[part] = found, tuple(str(array.dtype) for array in found.values())  # no dtypes Series
         return self._arrays[part]
 
