@@ -30,7 +30,7 @@ import pandas as pd
 from kit import schema
 from kit.errors import InputError
 from kit.transcripts import claude_session, claude_stream, codex_exec, codex_rollout, provider_log, sdk_record
-from kit.transcripts._base import Issues, Parsed, Shared, TranscriptError, gc_paused
+from kit.transcripts._base import Issues, Parsed, Shared, TranscriptError, gc_paused, settled
 from kit.transcripts._detect import detect
 
 READERS = {
@@ -141,7 +141,6 @@ def _walk(folder: str) -> list[str]:
     return found
 
 
-SETTLED_NS = 5 * 10**9  # a folder unchanged this long before it was listed is then known by its stat (_listing)
 _LISTINGS: dict[str, tuple[tuple[int, int, int], list[str], list[str]]] = {}  # folder: (stat, files, folders)
 
 
@@ -150,8 +149,7 @@ def _listing(folder: str) -> tuple[list[str], list[str]]:
     shows no change since.
 
     Adding, removing or renaming an entry changes its folder's modification and change times, so a
-    settled folder (the same reasoning as the parse cache's settled keys: its last change ``SETTLED_NS``
-    before it was listed, and a change time no call can set back) whose ``stat`` is unchanged holds the
+    settled folder (``_base.settled``, as the parse cache's file keys) whose ``stat`` is unchanged holds the
     same entries: listing every folder of a history again was most of ``_files`` (0.8 of 1.3 ms for
     1,000 rollouts in 40 folders). A folder holding a symlink is listed every time (its target can
     change from file to folder with the folder unchanged).
@@ -172,7 +170,7 @@ def _listing(folder: str) -> tuple[list[str], list[str]]:
                 folders.append(entry.path)
             elif entry.name.endswith(SUFFIXES) and entry.is_file() and "." in entry.name.lstrip("."):
                 files.append(entry.path)
-    if not linked and found.st_mtime_ns <= found.st_ctime_ns < checked - SETTLED_NS:
+    if not linked and settled(found.st_mtime_ns, found.st_ctime_ns, checked):
         _LISTINGS[folder] = stamp, files, folders
     else:
         _LISTINGS.pop(folder, None)

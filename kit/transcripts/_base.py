@@ -379,6 +379,18 @@ def _utf8(chunk: bytes, lines: memoryview) -> bool:
     return True
 
 
+SETTLED_NS = 5 * 10**9  # how long before a check a file or folder must have last changed to be known by its stat
+
+
+def settled(mtime_ns: int, ctime_ns: int, checked_ns: int) -> bool:
+    """Whether what a ``stat`` with these times describes, checked at ``checked_ns``, can from then on be known by
+    an equal ``stat`` alone (the parse cache's file keys, a folder's listing): its last change was ``SETTLED_NS``
+    before the check, so a write in the same tick of the file system's clock cannot have left every time equal,
+    and any later change gives a later change time, which no call can set back. A change time before the
+    modification time means a file system that does not keep change times (POSIX sets it on every write): never."""
+    return mtime_ns <= ctime_ns < checked_ns - SETTLED_NS
+
+
 def as_dict(value: object) -> dict:
     """``value`` if it is a dict, else an empty one: optional nested objects are often null or absent."""
     return value if isinstance(value, dict) else {}

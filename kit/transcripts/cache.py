@@ -52,7 +52,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs; used for slice
 from kit import schema
 from kit.errors import InputError
 from kit.transcripts import claude_session, codex_rollout
-from kit.transcripts._base import Issues, Parsed, Shared
+from kit.transcripts._base import Issues, Parsed, Shared, settled
 
 BLOCK = 1 << 10  # the content check hashes this much of a file's start and end (see file_key)
 UNCACHED = frozenset({"codex_exec"})  # its turns are differenced across the files of a thread
@@ -60,7 +60,6 @@ RESUMABLE = {claude_session.FORMAT: claude_session, codex_rollout.FORMAT: codex_
 CRC_BLOCK = 1 << 20  # a grown file's head is checked this much at a time (``_resumable``)
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting processes costs more than it saves
 MAX_SEGMENTS = 16  # more segments than this are merged into one
-SETTLED_NS = 5 * 10**9  # a file unchanged this long before its content check is then known by its stat (_keys)
 MAX_RUNS = 64  # a gather of more runs of consecutive rows than this takes rows one by one (``_runs``)
 MAX_CHUNKS = 128  # string columns gathered in more Arrow chunks than this are made one each (``_cut``)
 INDEX = "index.pkl"
@@ -945,9 +944,8 @@ def _spliced_frame(sources: list[Segment], part: str, runs: list[tuple[int, int]
     if whole:
         return whole[0], {}
     arrays = [source.arrays(part) for source in sources]
-    if not _alike(arrays):
-        where = np.concatenate([np.arange(first, first + n) for first, n in runs])
-        return pd.concat(frames, ignore_index=True).take(where).reset_index(drop=True), {}
+    if not _alike(arrays):  # ``_take``'s way for frames of other columns or dtypes
+        return _take(arrays, frames, np.concatenate([np.arange(first, first + n) for first, n in runs])), {}
     return _cut(arrays, frames, runs, [source.blocks(part) for source in sources])
 
 
@@ -978,18 +976,14 @@ def _keys(names: list[str], st: Store) -> dict[str, Key]:
     file whose key was found settled (``Store.settled``) and whose ``stat`` still matches it, that key.
 
     Opening a file and reading its two blocks costs about 17 µs, a ``stat`` under 2: for a history of a
-    thousand unchanged files that is most of a warm call (about 16 ms of 18). A settled key was checked
-    whole when the file's last change was ``SETTLED_NS`` older than the check: any write since then gave
-    the file a later change time (``st_ctime``, which no call can set back), so an equal ``stat`` means
-    what an equal CRC would. A file changed shortly before it was checked (a write in the same tick of
-    the file system's clock as the next one could leave every time equal) keeps having its content checked,
-    and so does one whose change time is before its modification time: a file system that does not keep
-    change times (POSIX sets it on every write, so it is never the earlier one).
+    thousand unchanged files that is most of a warm call (about 16 ms of 18). A key is kept so once the file
+    had settled when it was checked (``_base.settled``): an equal ``stat`` then means what an equal CRC
+    would; a file changed shortly before its check keeps having its content checked.
     """
     keys: dict[str, Key] = {}
-    settled = st.settled
+    kept = st.settled
     for name in names:
-        known = settled.get(name)
+        known = kept.get(name)
         if known is not None:
             try:
                 found = os.stat(name)
@@ -1001,8 +995,8 @@ def _keys(names: list[str], st: Store) -> dict[str, Key]:
         checked = time.time_ns()
         with suppress(OSError):
             key = keys[name] = file_key(name)
-            if key[1] <= key[2] < checked - SETTLED_NS:  # a change time before the mtime: not kept (below)
-                settled[name] = key
+            if settled(key[1], key[2], checked):
+                kept[name] = key
     return keys
 
 

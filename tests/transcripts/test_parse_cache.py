@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from kit import schema, transcripts
-from kit.transcripts import cache
+from kit.transcripts import _base, cache
 from tests.support import FIXTURES
 
 TRANSCRIPTS = FIXTURES / "transcripts"
@@ -407,7 +407,7 @@ def test_settled_files_are_known_by_their_stat_and_a_rewrite_still_seen(
     folder, store = history(tmp_path), tmp_path / "cache"
     transcripts.tables(folder, cache=store)
     assert not cache.store(store).settled, "files written just now are not settled"
-    monkeypatch.setattr(cache, "SETTLED_NS", -(10**15))  # as if every file had been written long ago
+    monkeypatch.setattr(_base, "SETTLED_NS", -(10**15))  # as if every file had been written long ago
     transcripts.tables(folder, cache=store)
     assert len(cache.store(store).settled) == len(list(folder.iterdir()))
     opened = []
@@ -600,13 +600,13 @@ def test_settled_folders_are_listed_from_their_last_listing_while_unchanged(
     day.mkdir(parents=True)
     (day / "x.jsonl").write_bytes((folder / "b.jsonl").read_bytes())
     monkeypatch.setattr(transcripts, "_LISTINGS", {})
-    monkeypatch.setattr(transcripts, "SETTLED_NS", -(10**15))  # every folder settled
+    monkeypatch.setattr(_base, "SETTLED_NS", -(10**15))  # every folder settled
 
     def listed() -> list[Path]:
         found = transcripts._files(folder)
         with monkeypatch.context() as fresh:  # the same folder listed with nothing kept
             fresh.setattr(transcripts, "_LISTINGS", {})
-            fresh.setattr(transcripts, "SETTLED_NS", 10**18)
+            fresh.setattr(_base, "SETTLED_NS", 10**18)
             assert found == transcripts._files(folder)
         return found
 
@@ -624,7 +624,7 @@ def test_settled_folders_are_listed_from_their_last_listing_while_unchanged(
     (day / "link.jsonl").unlink()
     (day / "link.jsonl").mkdir()  # the name now a folder: not a transcript
     assert day / "link.jsonl" not in listed()
-    monkeypatch.setattr(transcripts, "SETTLED_NS", 10**18)  # nothing settled: nothing kept
+    monkeypatch.setattr(_base, "SETTLED_NS", 10**18)  # nothing settled: nothing kept
     transcripts._LISTINGS.clear()
     listed()
     assert not transcripts._LISTINGS
