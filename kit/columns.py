@@ -426,7 +426,8 @@ TABLES: tuple[Table, ...] = (
             ),
             "calibration_note": ("why the ratio is borrowed, assumed or out of the 2–4 range; empty if not", "text"),
             "rel_err": (
-                "median relative error of >= 80% one-result calibration gaps priced at the trial's ratio",
+                "median relative error of >= 80% one-result calibration gaps, each priced at the other such gaps' "
+                "ratio (leave one out)",
                 "fraction",
             ),
             "requests": ("requests of the trial (the block's turns)", "count"),

@@ -222,17 +222,22 @@ def _borrowed(gaps: list[_Gap], pool: list[Calibration]) -> Calibration:
 def _relative_error(calibration: Calibration) -> float:
     """Median, over calibration gaps that are >= 80% one tool result, of |price - growth| / growth; NaN if none.
 
-    A result's growth is its gap's growth less the gap's other characters at the ratio, and its price its
-    characters at the ratio. A lone calibration gap set the ratio by itself, so its error would be zero
-    by construction: with fewer than two, there is no error bar.
+    Each such gap is priced at the ratio of the other calibration gaps (leave one out): a gap inside the ratio
+    it is checked against partly prices itself (a lone gap exactly), so the in-sample error read low, about a
+    third to a half of the measured error on the CLIs' explore trials (docs/method.md#calibration). A result's
+    growth is its gap's growth less the gap's other characters at that ratio, and its price its characters at
+    that ratio. With fewer than two calibration gaps, there is no other gap and no error bar.
     """
-    if len(calibration.kept) < 2:
+    kept = calibration.kept
+    if len(kept) < 2:
         return float("nan")
-    cpt, errors = calibration.chars_per_token, []
-    for g in calibration.kept:
-        content, result = max((chars, units) for _, chars, units in g.results)
+    chars, tokens = sum(g.chars for g in kept), sum(g.unknown_tokens for g in kept)
+    errors = []
+    for g in kept:
+        content, result = max((size, units) for _, size, units in g.results)
         if g.share(content) < SINGLE_SHARE:
             continue
+        cpt = (chars - g.chars) / (tokens - g.unknown_tokens)
         growth = g.unknown_tokens - (g.chars - result) / cpt
         errors.append(abs(result / cpt - growth) / growth)
     return float(np.median(errors)) if errors else float("nan")
