@@ -89,7 +89,7 @@ def test_calibration_on_tool_heavy_gaps_and_exact_attribution():
     assert read["share_of_window"] == pytest.approx((1900 / cpt) / 200_000)
 
 
-def test_error_bar_prices_each_single_result_gap_at_the_runs_ratio():
+def test_error_bar_prices_each_single_result_gap_at_the_other_gaps_ratio():
     requests, tools = calibration_session()
     out = occ.measure(requests, tools, window_tokens=100_000)
     # each >= 80% one-result calibration gap's result priced at the other two gaps' ratio (leave one out)
