@@ -168,6 +168,7 @@ def _intro(result: Result) -> list[str]:
         f"{len(h.repeats):,} responses repeated in another file counted once ({METHOD}#transcripts); "
         f"{len(h.issues):,} parse issues (`tables/parse_issues.csv`).",
         "",
+        *_twin_lines(h.twins),
         "## Totals",
         "",
         "The same sums as the parse stage (`python -m kit parse`) on these files "
@@ -176,6 +177,19 @@ def _intro(result: Result) -> list[str]:
         md_table(pd.DataFrame([{k: _tokens(v) for k, v in t.items()}])),
         "",
     ]
+
+
+def _twin_lines(twins: list[history.Twin]) -> list[str]:
+    """A warning per file that holds the same run as another (``history.twins``): both are counted."""
+    if not twins:
+        return []
+    lines = [
+        f"**{len(twins)} file(s) hold the same run as another file** (the same input and cache counts, response by "
+        f"response) and are counted twice in every view: read one of each pair ({METHOD}#transcripts).",
+        "",
+    ]
+    lines += [f"- `{t.path}` ({t.format}) = `{t.same_as}` ({t.same_as_format}), {t.responses} responses" for t in twins]
+    return [*lines, ""]
 
 
 def _cost_lines(result: Result) -> list[str]:

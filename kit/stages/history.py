@@ -17,7 +17,9 @@ re-run reads only what changed. What it adds to per-file totals:
   with the observed cache reads, and the observed hits by idle gap give the warmth curve of the user's
   own sessions (docs/method.md#warmth);
 - a before/after comparison of two periods, projects or models, labelled a cross-run stitch with its
-  confounds (docs/method.md#stitch): per-session totals with intervals, never a bare ratio.
+  confounds (docs/method.md#stitch): per-session totals with intervals, never a bare ratio;
+- the files that hold the same run as another (``twins``: a stream-json capture beside its session file),
+  named in the report since both are counted (docs/method.md#transcripts).
 """
 
 from __future__ import annotations
@@ -53,11 +55,13 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "PROFILES",
     "SEED",
     "SUMS",
+    "TWIN_MIN",
     "VIEWS",
     "VIEW_COLUMNS",
     "Comparison",
     "History",
     "Result",
+    "Twin",
     "analyze",
     "compare",
     "load",
@@ -68,6 +72,7 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "sessions",
     "structural",
     "totals",
+    "twins",
     "usage",
     "views",
     "warmth",
@@ -107,6 +112,20 @@ def _default_paths() -> list[Path]:
 # --- reading ----------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Twin:
+    """A file whose responses another file holds too: the same usage, response by response (``twins``)."""
+
+    path: str
+    format: str
+    same_as: str
+    same_as_format: str
+    responses: int
+
+
+TWIN_MIN = 2  # responses alike before two files count as one run's twins: one alike response is a coincidence
+
+
 @dataclass
 class History:
     """A history read: canonical rows with their session, project and role, and the session-level tables."""
@@ -119,6 +138,29 @@ class History:
     repeats: list[dict]
     paths: list[str]
     unpriced: pd.DataFrame = field(default_factory=pd.DataFrame)
+    twins: list[Twin] = field(default_factory=list)
+
+
+def twins(req: pd.DataFrame) -> list[Twin]:
+    """Files holding the same run as an earlier file: at least ``TWIN_MIN`` responses and, in order, the same
+    input, cache-read and cache-write counts in each (output may differ: a stream-json capture keeps the final
+    count where a session file keeps a streamed snapshot). Such files are one run captured twice (a stream-json
+    capture beside its session file, a backed-up rollout), which no id ties together across formats; each is
+    counted, so the report names them and the user reads one (docs/method.md#transcripts)."""
+    columns = ["input_tokens", "cache_read_tokens", "cache_write_tokens"]
+    first: dict[tuple, tuple[str, str]] = {}
+    found = []
+    for path, rows in req.groupby("source_path", sort=False):
+        if len(rows) < TWIN_MIN:
+            continue
+        usage = tuple(map(tuple, rows[columns].to_numpy(dtype=object, na_value=None)))
+        fmt = str(rows["source_format"].iloc[0])
+        if usage in first:
+            twin, twin_format = first[usage]
+            found.append(Twin(str(path), fmt, twin, twin_format, len(rows)))
+        else:
+            first[usage] = (str(path), fmt)
+    return found
 
 
 def _identity(path: str, fmt: str) -> dict:
@@ -191,6 +233,7 @@ def load(
         list(attrs.get("repeats", [])), [str(p) for p in paths],
     )  # fmt: skip
     history.unpriced = _unpriced(req)
+    history.twins = twins(req)
     return history
 
 

@@ -90,6 +90,30 @@ def test_report_and_stitch_label(result: history.Result) -> None:
     assert (compare["label"] == "cross-run stitch").all()
 
 
+def test_one_run_captured_twice_is_named_in_the_report(result: history.Result) -> None:
+    """The fixtures hold one harbor run twice, as its stream-json capture and its session file: counted in both,
+    and named (their output counts differ: the session file keeps a streamed snapshot)."""
+    pair = [(t.path, t.format, t.same_as, t.same_as_format, t.responses) for t in result.history.twins]
+    session = str(FIXTURES / "claude-session_ccb_harbor_paired.jsonl")
+    stream = str(FIXTURES / "claude-streamjson_ccb_harbor_claude-code.txt")
+    assert len(pair) == 1 and sorted(pair[0][0:3:2]) == sorted([session, stream]) and pair[0][4] == 3
+    assert {pair[0][1], pair[0][3]} == {"claude_session", "claude_stream"}
+    text = (result.parameters["out"] / "report.md").read_text()
+    assert "1 file(s) hold the same run as another file" in text and "counted twice" in text
+    assert f"`{pair[0][0]}`" in text and f"`{pair[0][2]}`" in text
+
+
+def test_twins_need_the_same_counts_in_every_response_and_two_of_them() -> None:
+    def rows(path: str, usage: list[tuple[int, int, int]]) -> pd.DataFrame:
+        frame = pd.DataFrame(usage, columns=["input_tokens", "cache_read_tokens", "cache_write_tokens"])
+        return frame.assign(source_path=path, source_format="claude_session")
+
+    run = [(100, 90, 5), (140, 100, 30)]
+    req = pd.concat([rows("a", run), rows("b", run), rows("c", [run[0], (140, 100, 31)]), rows("d", run[:1])])
+    req = pd.concat([req, rows("e", run[:1])])
+    assert [(t.path, t.same_as, t.responses) for t in history.twins(req)] == [("b", "a", 2)]  # d and e: one each
+
+
 def test_compare_by_project_lists_confounds(result: history.Result) -> None:
     spec = {"by": "project", "a": "transcripts", "b": "/fixture/project"}
     found = history.compare(result.history, spec)
