@@ -616,6 +616,21 @@ TABLES += (
         {"card": ("`usd` or `credits`", "text"), "tokens": ("total tokens of those requests", "tokens")},
     ),
     _history(
+        "analysis/twins.csv",
+        "history (`kit.stages.history.twins`)",
+        "Files holding the same run as an earlier file (a stream-json capture beside its session file): both are "
+        "counted in every view, so read one.",
+        "transcripts",
+        ["path", "format", "same_as", "same_as_format", "responses"],
+        {
+            "path": ("the later file", "path"),
+            "format": ("its reader's format", "text"),
+            "same_as": ("the earlier file with the same input and cache counts, response by response", "path"),
+            "same_as_format": ("that file's format", "text"),
+            "responses": ("responses alike (at least 2)", "count"),
+        },
+    ),
+    _history(
         "analysis/compare.csv",
         "history (`kit.stages.history.compare`)",
         "A before/after comparison of two groups of sessions: per-session means with intervals (a cross-run stitch).",

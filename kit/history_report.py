@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from kit.stages.history import Result
 
 METHOD = "docs/method.md"
+TWINS_LISTED = 10  # files holding another's run named in the report; all of them are in analysis/twins.csv
 BANNER = (
     "REAL SESSIONS: this report reads your own transcripts as Claude Code and Codex wrote them "
     "(not a simulation, not the embedded provider)."
@@ -188,7 +189,12 @@ def _twin_lines(twins: list[history.Twin]) -> list[str]:
         f"response) and are counted twice in every view: read one of each pair ({METHOD}#transcripts).",
         "",
     ]
-    lines += [f"- `{t.path}` ({t.format}) = `{t.same_as}` ({t.same_as_format}), {t.responses} responses" for t in twins]
+    lines += [
+        f"- `{t.path}` ({t.format}) = `{t.same_as}` ({t.same_as_format}), {t.responses} responses"
+        for t in twins[:TWINS_LISTED]
+    ]
+    if len(twins) > TWINS_LISTED:
+        lines.append(f"- … {len(twins) - TWINS_LISTED:,} more in `analysis/twins.csv`")
     return [*lines, ""]
 
 

@@ -28,7 +28,7 @@ import argparse
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -147,19 +147,25 @@ def twins(req: pd.DataFrame) -> list[Twin]:
     count where a session file keeps a streamed snapshot). Such files are one run captured twice (a stream-json
     capture beside its session file, a backed-up rollout), which no id ties together across formats; each is
     counted, so the report names them and the user reads one (docs/method.md#transcripts)."""
+    if req.empty:
+        return []
+    codes, paths = pd.factorize(req["source_path"], sort=False, use_na_sentinel=False)  # files in their order
+    order = np.argsort(codes, kind="stable")  # each file's rows together, in their order
     columns = ["input_tokens", "cache_read_tokens", "cache_write_tokens"]
-    first: dict[tuple, tuple[str, str]] = {}
+    usage = req[columns].to_numpy(dtype="float64", na_value=np.nan)[order]
+    counts = np.bincount(codes, minlength=len(paths))
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    formats = req["source_format"].astype("string").to_numpy(dtype=object)[order[starts]]
+    first: dict[bytes, tuple[str, str]] = {}
     found = []
-    for path, rows in req.groupby("source_path", sort=False):
-        if len(rows) < TWIN_MIN:
+    for path, fmt, start, n in zip(paths, formats, starts, counts, strict=True):
+        if n < TWIN_MIN:
             continue
-        usage = tuple(map(tuple, rows[columns].to_numpy(dtype=object, na_value=None)))
-        fmt = str(rows["source_format"].iloc[0])
-        if usage in first:
-            twin, twin_format = first[usage]
-            found.append(Twin(str(path), fmt, twin, twin_format, len(rows)))
+        key = usage[start : start + n].tobytes()
+        if key in first:
+            found.append(Twin(str(path), str(fmt), *first[key], int(n)))
         else:
-            first[usage] = (str(path), fmt)
+            first[key] = (str(path), str(fmt))
     return found
 
 
@@ -687,6 +693,7 @@ def write(result: Result, folder: str | Path) -> dict[str, Path]:
         "structural_sessions": result.structural,
     }
     named |= {"warmth": result.warmth, "unpriced_models": result.history.unpriced}
+    named["twins"] = pd.DataFrame([asdict(t) for t in result.history.twins], columns=[f.name for f in fields(Twin)])
     if result.comparison is not None:
         named |= {"compare": result.comparison.table, "compare_ratios": result.comparison.ratios}
     for name, frame in named.items():

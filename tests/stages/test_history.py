@@ -15,7 +15,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import transcripts
+from kit import history_report, transcripts
 from kit.stages import history
 from kit.transcripts import cache
 from kit.transcripts.cli import TOTALS
@@ -101,6 +101,15 @@ def test_one_run_captured_twice_is_named_in_the_report(result: history.Result) -
     text = (result.parameters["out"] / "report.md").read_text()
     assert "1 file(s) hold the same run as another file" in text and "counted twice" in text
     assert f"`{pair[0][0]}`" in text and f"`{pair[0][2]}`" in text
+    table = pd.read_csv(result.parameters["out"] / "analysis" / "twins.csv")
+    assert list(table.itertuples(index=False, name=None)) == pair
+
+
+def test_a_long_list_of_twins_is_cut_in_the_report_and_kept_whole_in_its_table() -> None:
+    many = [history.Twin(f"b{i}", "claude_session", f"a{i}", "claude_session", 2) for i in range(12)]
+    lines = history_report._twin_lines(many)
+    assert sum(line.startswith("- `b") for line in lines) == history_report.TWINS_LISTED == 10
+    assert "- … 2 more in `analysis/twins.csv`" in lines and "**12 file(s)" in lines[0]
 
 
 def test_twins_need_the_same_counts_in_every_response_and_two_of_them() -> None:
