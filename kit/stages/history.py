@@ -578,7 +578,8 @@ def compare(history: History, spec: dict, session_table: pd.DataFrame | None = N
         table = table.assign(
             model=table["session"].map(main.groupby("trial_id")["model"].agg(lambda s: s.mode().iat[0]))
         )
-    names = list(spec.get("names") or [_describe(spec["a"]), _describe(spec["b"])])
+    described = [_describe(by, spec["a"]), _describe(by, spec["b"])]
+    names = list(spec.get("names") or described)
     picked = {name: table[_group_sessions(table, by, spec[key])] for name, key in zip(names, ("a", "b"), strict=True)}
     rows = []
     for name, part in picked.items():
@@ -593,13 +594,21 @@ def compare(history: History, spec: dict, session_table: pd.DataFrame | None = N
         est, low, high = _ratio_interval(a, b)
         ratio_rows.append({"metric": metric, "ratio": est, "lower": low, "upper": high, "label": STITCH_LABEL})
     return Comparison(
-        STITCH_LABEL, by, dict(zip(names, (_describe(spec["a"]), _describe(spec["b"])), strict=True)),
+        STITCH_LABEL, by, dict(zip(names, described, strict=True)),
         pd.DataFrame(rows), pd.DataFrame(ratio_rows), _confounds(history, picked),
     )  # fmt: skip
 
 
-def _describe(value: Any) -> str:
-    return value if isinstance(value, str) else " to ".join(str(v) for v in value if v) or "all"
+def _describe(by: str, value: Any) -> str:
+    """A group as the report names it: a period by its ends (an open end said as such), else its names."""
+    if isinstance(value, str):
+        return value
+    if by != "period":
+        return ", ".join(map(str, value))
+    first, last = [*value, None, None][:2]
+    if first and last:
+        return f"{first} to {last}"
+    return f"from {first}" if first else f"up to {last}" if last else "all days"
 
 
 def _confounds(history: History, picked: dict[str, pd.DataFrame]) -> list[str]:

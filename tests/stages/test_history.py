@@ -123,6 +123,15 @@ def test_twins_need_the_same_counts_in_every_response_and_two_of_them() -> None:
     assert [(t.path, t.same_as, t.responses) for t in history.twins(req)] == [("b", "a", 2)]  # d and e: one each
 
 
+def test_compare_groups_are_named_by_their_open_or_closed_ends_or_their_names(result: history.Result) -> None:
+    assert result.comparison is not None
+    assert result.comparison.groups == {"before": "up to 2026-03-01", "after": "from 2026-03-02"}
+    closed = history.compare(result.history, {"by": "period", "a": ["2026-02-01", "2026-02-28"], "b": [None, None]})
+    assert list(closed.groups) == ["2026-02-01 to 2026-02-28", "all days"]
+    names = history.compare(result.history, {"by": "project", "a": ["transcripts", "/fixture/project"], "b": "x"})
+    assert list(names.groups) == ["transcripts, /fixture/project", "x"]
+
+
 def test_compare_by_project_lists_confounds(result: history.Result) -> None:
     spec = {"by": "project", "a": "transcripts", "b": "/fixture/project"}
     found = history.compare(result.history, spec)
