@@ -22,6 +22,7 @@ from kit import charts
 from kit.layout import BatchDir, write_text
 from kit.report import _html, interval, md_table
 from kit.stages import history
+from kit.transcripts.twins import Twin
 
 if TYPE_CHECKING:
     from kit.stages.history import Result
@@ -180,21 +181,21 @@ def _intro(result: Result) -> list[str]:
     ]
 
 
-def _twin_lines(twins: list[history.Twin]) -> list[str]:
-    """A warning per file that holds the same run as another (``history.twins``): both are counted."""
-    if not twins:
+def _twin_lines(found: list[Twin]) -> list[str]:
+    """A warning per file that holds the same run as another (``kit.transcripts.twins``): both are counted."""
+    if not found:
         return []
     lines = [
-        f"**{len(twins)} file(s) hold the same run as another file** (the same input and cache counts, response by "
+        f"**{len(found)} file(s) hold the same run as another file** (the same input and cache counts, response by "
         f"response) and are counted twice in every view: read one of each pair ({METHOD}#transcripts).",
         "",
     ]
     lines += [
         f"- `{t.path}` ({t.format}) = `{t.same_as}` ({t.same_as_format}), {t.responses} responses"
-        for t in twins[:TWINS_LISTED]
+        for t in found[:TWINS_LISTED]
     ]
-    if len(twins) > TWINS_LISTED:
-        lines.append(f"- … {len(twins) - TWINS_LISTED:,} more in `analysis/twins.csv`")
+    if len(found) > TWINS_LISTED:
+        lines.append(f"- … {len(found) - TWINS_LISTED:,} more in `analysis/twins.csv`")
     return [*lines, ""]
 
 

@@ -18,8 +18,8 @@ re-run reads only what changed. What it adds to per-file totals:
   own sessions (docs/method.md#warmth);
 - a before/after comparison of two periods, projects or models, labelled a cross-run stitch with its
   confounds (docs/method.md#stitch): per-session totals with intervals, never a bare ratio;
-- the files that hold the same run as another (``twins``: a stream-json capture beside its session file),
-  named in the report since both are counted (docs/method.md#transcripts).
+- the files that hold the same run as another (``kit.transcripts.twins``: a stream-json capture beside its
+  session file), named in the report since both are counted (docs/method.md#transcripts).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from kit.stages import parse as parse_stage
 from kit.stats import STITCH_LABEL
 from kit.transcripts import _files, sources
 from kit.transcripts import cache as parse_cache
+from kit.transcripts.twins import Twin, twins
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
     "COMPARE_METRICS",
@@ -55,13 +56,11 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "PROFILES",
     "SEED",
     "SUMS",
-    "TWIN_MIN",
     "VIEWS",
     "VIEW_COLUMNS",
     "Comparison",
     "History",
     "Result",
-    "Twin",
     "analyze",
     "compare",
     "load",
@@ -72,7 +71,6 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "sessions",
     "structural",
     "totals",
-    "twins",
     "usage",
     "views",
     "warmth",
@@ -112,20 +110,6 @@ def _default_paths() -> list[Path]:
 # --- reading ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Twin:
-    """A file whose responses another file holds too: the same usage, response by response (``twins``)."""
-
-    path: str
-    format: str
-    same_as: str
-    same_as_format: str
-    responses: int
-
-
-TWIN_MIN = 2  # responses alike before two files count as one run's twins: one alike response is a coincidence
-
-
 @dataclass
 class History:
     """A history read: canonical rows with their session, project and role, and the session-level tables."""
@@ -139,34 +123,6 @@ class History:
     paths: list[str]
     unpriced: pd.DataFrame = field(default_factory=pd.DataFrame)
     twins: list[Twin] = field(default_factory=list)
-
-
-def twins(req: pd.DataFrame) -> list[Twin]:
-    """Files holding the same run as an earlier file: at least ``TWIN_MIN`` responses and, in order, the same
-    input, cache-read and cache-write counts in each (output may differ: a stream-json capture keeps the final
-    count where a session file keeps a streamed snapshot). Such files are one run captured twice (a stream-json
-    capture beside its session file, a backed-up rollout), which no id ties together across formats; each is
-    counted, so the report names them and the user reads one (docs/method.md#transcripts)."""
-    if req.empty:
-        return []
-    codes, paths = pd.factorize(req["source_path"], sort=False, use_na_sentinel=False)  # files in their order
-    order = np.argsort(codes, kind="stable")  # each file's rows together, in their order
-    columns = ["input_tokens", "cache_read_tokens", "cache_write_tokens"]
-    usage = req[columns].to_numpy(dtype="float64", na_value=np.nan)[order]
-    counts = np.bincount(codes, minlength=len(paths))
-    starts = np.r_[0, np.cumsum(counts)[:-1]]
-    formats = req["source_format"].astype("string").to_numpy(dtype=object)[order[starts]]
-    first: dict[bytes, tuple[str, str]] = {}
-    found = []
-    for path, fmt, start, n in zip(paths, formats, starts, counts, strict=True):
-        if n < TWIN_MIN:
-            continue
-        key = usage[start : start + n].tobytes()
-        if key in first:
-            found.append(Twin(str(path), str(fmt), *first[key], int(n)))
-        else:
-            first[key] = (str(path), str(fmt))
-    return found
 
 
 def _identity(path: str, fmt: str) -> dict:

@@ -7,8 +7,10 @@ SDK records), so there each response is read once, from the primary source the p
 (``kit.transcripts.sources``), numbered across the trial as the parse stage numbers it; the other files
 are cross-checks whose disagreements are listed with the issues, as are the transcripts' own
 (a total the rows do not reproduce, an output count raised to a ``result`` line's). Any other folder
-is read file by file. Exit status 1 when a path does not exist, when nothing could be read, or when
-``--strict`` meets a problem; 2 for a bad command line.
+is read file by file, and a file holding the same run as another (``kit.transcripts.twins``: a stream-json
+capture beside its session file) is listed with the issues, since TOTAL counts both. Exit status 1 when a
+path does not exist, when nothing could be read, or when ``--strict`` meets a problem; 2 for a bad command
+line.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kit import schema
 from kit.errors import InputError
 from kit.layout import write_table
 from kit.transcripts import FORMATS, TranscriptError, read, sources
+from kit.transcripts.twins import Twin, twins
 
 TOTALS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "uncached_input_tokens", "output_tokens"]
 TOTALS += ["total_tokens"]
@@ -103,7 +106,7 @@ def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tu
     if loose:
         df = read(loose, format=format, strict=strict)
         frames.append(df)
-        issues += [*df.attrs["issues"], *sources.disagreements(df)]
+        issues += [*df.attrs["issues"], *sources.disagreements(df), *map(_twin_issue, twins(df))]
     frames = [f for f in frames if len(f)]
     df = pd.concat(frames, ignore_index=True) if frames else schema.requests_frame([])
     note = ""
@@ -111,6 +114,15 @@ def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tu
         note = f"{trials} kit trial folder(s): each response read once, from its primary source; "
         note += f"{checks} other file(s) of the same responses cross-checked (disagreements listed below)"
     return schema.requests_frame(df.to_dict("records")), issues, note
+
+
+def _twin_issue(twin: Twin) -> dict:
+    """A file holding the same run as another, as a listed issue: TOTAL counts both (docs/method.md#transcripts)."""
+    reason = (
+        f"holds the same run as {twin.same_as} ({twin.responses} responses with the same input and cache counts; "
+        f"{twin.format} beside {twin.same_as_format}): both are counted in TOTAL, read one"
+    )
+    return {"source_path": twin.path, "source_line": 0, "reason": reason}
 
 
 def main(argv: list[str] | None = None) -> int:

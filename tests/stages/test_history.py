@@ -17,7 +17,7 @@ import pytest
 
 from kit import history_report, transcripts
 from kit.stages import history
-from kit.transcripts import cache
+from kit.transcripts import cache, twins
 from kit.transcripts.cli import TOTALS
 from tests.support import ROOT
 
@@ -106,7 +106,7 @@ def test_one_run_captured_twice_is_named_in_the_report(result: history.Result) -
 
 
 def test_a_long_list_of_twins_is_cut_in_the_report_and_kept_whole_in_its_table() -> None:
-    many = [history.Twin(f"b{i}", "claude_session", f"a{i}", "claude_session", 2) for i in range(12)]
+    many = [twins.Twin(f"b{i}", "claude_session", f"a{i}", "claude_session", 2) for i in range(12)]
     lines = history_report._twin_lines(many)
     assert sum(line.startswith("- `b") for line in lines) == history_report.TWINS_LISTED == 10
     assert "- … 2 more in `analysis/twins.csv`" in lines and "**12 file(s)" in lines[0]
@@ -120,7 +120,7 @@ def test_twins_need_the_same_counts_in_every_response_and_two_of_them() -> None:
     run = [(100, 90, 5), (140, 100, 30)]
     req = pd.concat([rows("a", run), rows("b", run), rows("c", [run[0], (140, 100, 31)]), rows("d", run[:1])])
     req = pd.concat([req, rows("e", run[:1])])
-    assert [(t.path, t.same_as, t.responses) for t in history.twins(req)] == [("b", "a", 2)]  # d and e: one each
+    assert [(t.path, t.same_as, t.responses) for t in twins.twins(req)] == [("b", "a", 2)]  # d and e: one each
 
 
 def test_compare_groups_are_named_by_their_open_or_closed_ends_or_their_names(result: history.Result) -> None:

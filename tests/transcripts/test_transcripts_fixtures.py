@@ -284,8 +284,12 @@ def test_folder_reads_every_transcript_without_issues():
 def test_cli_prints_totals_and_writes_tables(tmp_path, capsys):
     out = tmp_path / "rows.parquet"
     assert cli.main([str(STREAM), str(SESSION), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "64241" in printed and "606" in printed and "TOTAL" in printed
+    # the stream-json capture and the session file are one run: TOTAL counts both, and the issues say so
+    twin = f"{SESSION}:0: holds the same run as {STREAM} (3 responses with the same input and cache counts; "
+    assert twin in captured.err and captured.err.count("holds the same run") == 1
     back = pd.read_parquet(out)
     assert len(back) == 6 and int(back.output_tokens.sum()) == 609
     csv = tmp_path / "rows.csv"
