@@ -617,7 +617,7 @@ TABLES += (
     ),
     _history(
         "analysis/twins.csv",
-        "history (`kit.stages.history.twins`)",
+        "history (`kit.transcripts.twins`)",
         "Files holding the same run as an earlier file (a stream-json capture beside its session file): both are "
         "counted in every view, so read one.",
         "transcripts",
