@@ -31,6 +31,7 @@ from kit.schema import (
     frame,
     requests_frame,
 )
+from kit.transcripts import cache as parse_cache
 from kit.transcripts import sources
 from kit.transcripts._tools import CATEGORIES
 
@@ -151,19 +152,15 @@ def _read_trial(
 
     The provider sees every tool result the client sends back (SDK response records have none), in
     request order across the trial's files, so its tool results are taken where there is a log, with the
-    blocks' framing the transcripts show (``_framed``). Without one, the transcripts' own are read per file
-    when there are several, since their per-file cycles must be mapped onto the trial's (``_renumbered``).
+    blocks' framing the transcripts show (``_framed``). Without one, the transcripts' own, with the file each
+    came from, since with several files their per-file cycles must be mapped onto the trial's (``_renumbered``).
     """
     primary, log = trial.primary, trial.log
     if log is not None and log not in primary:
         (rows, shown), (logged, found) = transcripts.tables(primary, strict=strict), transcripts.tables([log])
         return rows, _framed(found, shown), (logged, log)
-    if len(primary) == 1:
-        rows, found = transcripts.tables(primary, strict=strict)
-        return rows, found.assign(source_path=str(primary[0])), None
-    rows, _ = transcripts.tables(primary, strict=strict)  # every line decoded and checked (``read`` passes tool output)
-    found = [transcripts.tool_results([p]).assign(source_path=str(p)) for p in primary]
-    return rows, pd.concat(found, ignore_index=True), None
+    rows, found = parse_cache.tables(primary, "auto", strict, True, None, tool_paths=True)
+    return rows, found, None
 
 
 def _framed(logged: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
