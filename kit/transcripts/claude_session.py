@@ -133,7 +133,8 @@ TEXT, BLOCKS = re.compile(rb'\s*"'), re.compile(rb"\s*\[")
 # A user line whose content opens with a tool result (most of a session's bytes): not a prompt (``_prompt``), so
 # read past undecoded when tool results are not asked for (``_base.Unused``)
 REQUESTS_ONLY = Unused.lines(
-    '"user","message":\\{"role":"user","content":\\[\\{(?:"tool_use_id":"[^"\\\\]*",)?"type":"tool_result"'
+    '"user","message":\\{"role":"user","content":\\[\\{(?:"tool_use_id":"[^"\\\\]*",)?"type":"tool_result"',
+    b'"type":"tool_result"',
 )
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from kit import transcripts
 from kit.transcripts import claude_session, codex_rollout
+from kit.transcripts._base import MARKER_WINDOW
 from tests.support import CODE_MODE, ROLLOUT, SESSION, TOOL_HEAVY
 
 OUTPUT = "x" * 2000  # long enough to be looked at (``_base.LONG``)
@@ -96,3 +97,19 @@ def test_only_a_claude_line_of_its_own_tool_results_is_read_past(tmp_path):
     df = transcripts.read(path)
     assert df.source_line.tolist() == [2, 4, 6] and df.turn.tolist() == [1, 1, 2]
     assert df.equals(transcripts.tables(path)[0]) and df.attrs["issues"] == []
+
+
+def test_a_claude_tool_result_is_looked_for_by_its_marker_in_the_first_4_kb_only(tmp_path):
+    """``Unused.marker``: a line whose type comes after the window is decoded (here: its damage reported), never
+    read past on the pattern's say alone; one within it is read past, its damage unseen by a read of requests."""
+    result = [{"tool_use_id": "t1", "type": "tool_result", "content": OUTPUT}]
+    call = assistant("m1", [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "a"}}])
+    for cwd, read_past in (("/w", True), ("/w" + "x" * MARKER_WINDOW, False)):
+        line = claude_line("user", result, cwd=cwd)
+        raw = json.dumps(line, separators=(",", ":"))
+        assert claude_session.REQUESTS_ONLY.pattern.match(raw.encode())  # the pattern alone would read it past
+        damaged = raw.replace('"content":"xxx', '"content":xxx', 1)
+        path = tmp_path / f"{len(cwd)}.jsonl"
+        path.write_text(json.dumps(call, separators=(",", ":")) + "\n" + damaged + "\n")
+        issues = [(i["source_line"], i["reason"][:12]) for i in transcripts.read(path).attrs["issues"]]
+        assert issues == ([] if read_past else [(2, "invalid JSON")])
