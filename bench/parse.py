@@ -1,6 +1,7 @@
 """Parse stage speed: the kit's transcript reader against ccusage on the same 250+ MB corpus.
 
-    .venv/bin/python bench/parse.py [--mb 260] [--repeats 5] [--keep DIR] [--probes] [--only codex] [--case CASE]
+    .venv/bin/python bench/parse.py [--mb 260] [--repeats 5] [--keep DIR] [--probes] [--floor]
+                                    [--only codex] [--case CASE]
 
 Two corpora are written under a temporary folder (never the repository), one object per line in
 compact JSON (ccusage skips lines with spaces after separators):
@@ -34,6 +35,10 @@ new sessions; the expected totals follow), the kit re-reading through its cache 
 previous run (a grown file only from where its previous read stopped). The last table gathers every case
 with its target against ccusage 20.0.24 and whether it was met.
 
+``--floor`` adds the floor of any reader whose logic runs per line in Python: the files read, cut into
+lines and each line decoded into a struct without fields, in one process and in two, paired with
+ccusage 20.0.24. The kit's cold case pays that and its rules and columns on top.
+
 Peers (``make bench-peers``): ccusage 20.0.24's native binary for both corpora (``ccusage session``;
 ``ccusage codex session``, which replaced the ``@ccusage/codex`` package, now a stub saying "use npx
 ccusage"), and ``@ccusage/codex`` 18.0.11, that package's last working release (Node).
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -56,10 +62,12 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import msgspec
 import orjson
 
 from kit import transcripts
@@ -584,6 +592,57 @@ def bench(
     return rows
 
 
+# --- the floor: what any per-line Python reader pays before its logic (--floor) ----------------------------
+
+
+class _Nothing(msgspec.Struct):
+    """No field: decoding a line into it checks that it is JSON and builds nothing."""
+
+
+NOTHING = msgspec.json.Decoder(_Nothing)
+
+
+def floor_read(paths: list[str]) -> Totals:
+    """Each file read whole, cut into lines, every line decoded into ``_Nothing``: the least a reader written in
+    Python does per line (no field kept, no row made, no rule applied)."""
+    for path in paths:
+        with open(path, "rb") as handle:
+            for line in handle.read().split(b"\n"):
+                if line:
+                    NOTHING.decode(line)
+    return Totals(None, None, None, None, None)
+
+
+def floor_pair(pool: ProcessPoolExecutor, halves: list[list[str]]) -> Totals:
+    """``floor_read`` of each half in its own worker, once both are done."""
+    done = list(pool.map(floor_read, halves))
+    return done[0]
+
+
+def floor(name: str, corpus: Corpus, peer: Peer, home: Path, repeats: int) -> list[dict]:
+    """The floor in one process and in two (files dealt alternately, forked workers started before the timing),
+    paired with the peer; printed, and returned as rows for the closing table. Where the floor in two
+    processes is not well below the peer's time, no reader whose logic runs per line in Python reaches it."""
+    paths = sorted(str(p) for p in corpus.root.rglob("*.jsonl"))
+    halves = [paths[0::2], paths[1::2]]
+    with ProcessPoolExecutor(2, multiprocessing.get_context("fork")) as pool:
+        list(pool.map(len, halves))  # both workers started
+        runs = [
+            lambda: floor_read(paths),
+            lambda: floor_pair(pool, halves),
+            lambda: peer.run(corpus.root.parent, home),
+        ]
+        (one, _), (two, _), (peer_s, _) = paired(runs, repeats)
+    rows = [
+        {"corpus": name, "floor": f"{label}", "floor s": f"{spent:.3f}", "peer": peer.name, "peer s": f"{peer_s:.3f}"}
+        | {"peer s / floor s": f"{peer_s / spent:.2f}"}
+        for label, spent in (("one process", one), ("two processes", two))
+    ]
+    print(f"\n{name}, floor: files read, lines cut, each decoded into a struct without fields (medians of {repeats})")
+    print(table(rows))
+    return rows
+
+
 # --- where the tools count differently (small corpora, --probes) ----------------------------
 
 
@@ -654,6 +713,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="write the corpora here and keep them (default: a temp dir)")
     ap.add_argument("--seed", type=int, default=20260601)
     ap.add_argument("--probes", action="store_true", help="also show small cases where counting rules matter")
+    ap.add_argument("--floor", action="store_true", help="also time the floor of a per-line reader (no logic)")
     ap.add_argument("--only", choices=["claude", "codex"], help="bench one corpus only (default: both)")
     ap.add_argument("--case", action="append", choices=list(TARGETS), help="bench these cases only (repeatable)")
     args = ap.parse_args()
@@ -666,13 +726,19 @@ def main() -> int:
     home.mkdir(parents=True, exist_ok=True)
     rng, target = random.Random(args.seed), int(args.mb * MB)
     try:
-        rows = []
+        rows: list[dict] = []
+        floors: list[dict] = []
         for name, build in (("claude", claude_corpus), ("codex", codex_corpus)):
             corpus = build(base / name, target, rng)  # both built, in order, so that each is the same either way
             if args.only in (None, name):
                 rows += bench(name, corpus, tools[name], home, args.repeats, base, args.case or list(TARGETS))
+                if args.floor:
+                    floors += floor(name, corpus, tools[name][0], home, args.repeats)
         print(f"\nall cases (medians of {args.repeats} paired runs, {len(os.sched_getaffinity(0))} cores):")
         print(table([{k: v for k, v in r.items() if k != "ok"} for r in rows]))
+        if floors:
+            print("\nthe floor of a per-line reader (no logic) against the peer:")
+            print(table(floors))
         ok = all(r["ok"] for r in rows)
         if args.probes:
             print("\nshapes where counting rules matter (not in the corpus):")
