@@ -81,6 +81,13 @@ _COMMON: dict[str, tuple[str, str]] = {
         "output is (docs/method.md#calibration)",
         "characters",
     ),
+    "output_o200k_tokens": (
+        "`o200k_base` tokens of the response's blocks whole (what the model wrote and its framing; a signature or "
+        "encrypted reasoning emptied), as the transcript holds them: counted with the tool results (the parse "
+        "stage, `tables`, a history), missing from a read of requests alone and where the reader has no blocks "
+        "(Claude Code session files only) (docs/method.md#calibration)",
+        "tokens",
+    ),
     "exec_cells": (
         "Codex Code Mode cells (`exec` custom tool calls) the response wrote (docs/method.md#transcripts)",
         "count",
@@ -434,7 +441,11 @@ TABLES: tuple[Table, ...] = (
             "compactions": ("compaction events seen (docs/method.md#compaction)", "count"),
             "evicted_tokens": ("tokens that left the window (micro-compaction, compactions, fresh sessions)", "tokens"),
             "sessions": ("sessions the trial's window started over in (a fresh session clears it)", "count"),
-            "output_measure": ("how the responses' own output was known: `chars`, `tokens` or `mixed`", "text"),
+            "output_measure": (
+                "how the responses' own output was known: `o200k` (their blocks' `o200k_base` count), `chars`, "
+                "`tokens` or `mixed`",
+                "text",
+            ),
         },
     ),
     _table(

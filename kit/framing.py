@@ -16,6 +16,7 @@ import orjson
 from kit.tokens import encoding
 
 WRITTEN = frozenset({"text", "thinking", "signature", "arguments", "input", "encrypted_content", "refusal"})
+OPAQUE = frozenset({"signature", "encrypted_content"})  # what no tokenizer can tell the size of as the model reads it
 # a WRITTEN key holding something besides "" or {} (what ``_unwritten`` leaves): in compact JSON a key's
 # quotes are the only unescaped ones around its name, so this finds keys, never text inside a string
 HOLDING = re.compile(rb'"(?:' + "|".join(sorted(WRITTEN)).encode() + rb')":(?!""|\{\})')
@@ -72,10 +73,21 @@ def result_block(block: Mapping[str, object], content: str, text: str) -> tuple[
     a history's tool results.
     """
     frame = orjson.dumps({k: _emptied(v) if k == content else v for k, v in block.items()}).decode()
+    return len(frame), _tokens(frame) + _tokens(text)
+
+
+def block_tokens(block: Mapping[str, object]) -> int:
+    """A response's block's ``o200k_base`` tokens as compact JSON, whole (type, ids, keys and what the model
+    wrote), its opaque values (``OPAQUE``) emptied as ``block_framing`` has them: what the block occupies in the
+    next prompt, in the measure the results are priced by. Its characters alone, priced at the results'
+    ratio, misread it by a fifth (Claude Code's call ids are dense; docs/method.md#calibration)."""
+    return _tokens(orjson.dumps({k: "" if k in OPAQUE else v for k, v in block.items()}).decode())
+
+
+def _tokens(text: str) -> int:
+    """``o200k_base`` tokens of ``text``; one longer than ``SAMPLE_CHARS`` counted on its head and tail, scaled."""
     encode = encoding("o200k_base").encode_ordinary
     if len(text) <= SAMPLE_CHARS:
-        tokens = len(encode(text))
-    else:
-        half = SAMPLE_CHARS // 2
-        tokens = round((len(encode(text[:half])) + len(encode(text[-half:]))) * len(text) / SAMPLE_CHARS)
-    return len(frame), len(encode(frame)) + tokens
+        return len(encode(text))
+    half = SAMPLE_CHARS // 2
+    return round((len(encode(text[:half])) + len(encode(text[-half:]))) * len(text) / SAMPLE_CHARS)

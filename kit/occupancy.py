@@ -127,6 +127,7 @@ class _Gap:
     compacted: bool
     new_session: bool = False  # the first request of a fresh session: the window starts over
     output_in_chars: bool = True  # the previous response's output is known in characters (else in tokens)
+    output_by_o200k: bool = False  # ... and priced by its blocks' ``o200k_base`` count (``_gaps``)
     unknown_text: bool = False  # a new user turn whose characters are not known
     content: float = 0.0  # the characters written (results, output text, user text): the chars less framing
     results: list[tuple[str, float, float]] = field(default_factory=list)  # (category, chars, priced chars: _units)
@@ -298,7 +299,15 @@ def _new_sessions(req: pd.DataFrame) -> np.ndarray:
     return changed & (_floats(req, "file_cycle") == 0)
 
 
-def _units(res: pd.DataFrame, framed: bool) -> tuple[np.ndarray, str]:
+class _Units(NamedTuple):
+    """What a trial's results are priced by (``_units``)."""
+
+    priced: np.ndarray  # each result's priced characters
+    how: str  # "chars", "o200k", or "" (no result)
+    scale: float  # with "o200k": the results' characters per ``o200k_base`` token (else NaN)
+
+
+def _units(res: pd.DataFrame, framed: bool) -> _Units:
     """What each result is priced by, in characters, and how: its block's characters (content and framing),
     or, where every result of the trial has its ``o200k_base`` token count and the responses' framing is known
     too (``framed``: the whole exchange measured alike), that count in the trial's characters per such token
@@ -307,10 +316,11 @@ def _units(res: pd.DataFrame, framed: bool) -> tuple[np.ndarray, str]:
     chars = (res["chars"] + res["framing"]).to_numpy(dtype=float)
     o200k = res["o200k"].to_numpy(dtype=float)
     if len(res) == 0:
-        return chars, ""
+        return _Units(chars, "", np.nan)
     if not framed or np.isnan(o200k).any() or o200k.sum() <= 0:
-        return chars, "chars"
-    return o200k * (chars.sum() / o200k.sum()), "o200k"
+        return _Units(chars, "chars", np.nan)
+    scale = chars.sum() / o200k.sum()
+    return _Units(o200k * scale, "o200k", scale)
 
 
 def _framed(req: pd.DataFrame) -> bool:
@@ -318,13 +328,18 @@ def _framed(req: pd.DataFrame) -> bool:
     return "output_framing_chars" in req and bool(req["output_framing_chars"].notna().all())
 
 
-def _gaps(req: pd.DataFrame, res: pd.DataFrame, units: np.ndarray, compact_cycles: np.ndarray) -> list[_Gap]:
+def _gaps(req: pd.DataFrame, res: pd.DataFrame, units: _Units, compact_cycles: np.ndarray) -> list[_Gap]:
     """Gap k holds what request k carries new: request k-1's output, tool results with cycle in (c[k-1], c[k]];
-    ``units``: what each result is priced by (``_units``)."""
+    ``units``: what each result is priced by (``_units``). Where the results are priced by ``o200k_base`` and
+    every response's blocks have their count too (``output_o200k_tokens``), a response is priced by its count
+    in the same characters per such token, not by its characters (docs/method.md#calibration)."""
     cycles = req["cycle"].to_numpy(dtype=np.int64)
     ctx = _floats(req, "input_tokens")
     out_chars = _floats(req, "output_chars")
     framing = np.nan_to_num(_floats(req, "output_framing_chars"))  # the response's blocks besides what they hold
+    out_o200k = _floats(req, "output_o200k_tokens")
+    by_o200k = units.how == "o200k" and not np.isnan(out_o200k).any()
+    block = out_o200k * units.scale if by_o200k else out_chars + framing  # a response's blocks, priced
     visible = _floats(req, "output_tokens") - np.nan_to_num(_floats(req, "reasoning_tokens"))
     user_known = _floats(req, "user_chars")
     user = np.nan_to_num(user_known)
@@ -335,19 +350,20 @@ def _gaps(req: pd.DataFrame, res: pd.DataFrame, units: np.ndarray, compact_cycle
     gaps = []
     for k in range(1, len(req)):
         mine = res[slot == k]
-        priced = units[slot == k]
+        priced = units.priced[slot == k]
         known_chars = not np.isnan(out_chars[k - 1])
         other_tokens = 0.0 if known_chars else (0.0 if np.isnan(visible[k - 1]) else max(visible[k - 1], 0.0))
         gaps.append(
             _Gap(
                 delta=ctx[k] - ctx[k - 1],
                 tool_chars=float(priced.sum()),
-                other_chars=(out_chars[k - 1] + framing[k - 1] if known_chars else 0.0) + user[k],
+                other_chars=(block[k - 1] if known_chars else 0.0) + user[k],
                 content=float(mine["chars"].sum()) + (out_chars[k - 1] if known_chars else 0.0) + user[k],
                 other_tokens=other_tokens,
                 compacted=bool(((compact_cycles > cycles[k - 1]) & (compact_cycles <= cycles[k])).any()),
                 new_session=bool(new_session[k]),
                 output_in_chars=known_chars,
+                output_by_o200k=by_o200k,
                 unknown_text=bool(new_turn[k]),
                 results=list(zip(mine["part"], mine["chars"], priced, strict=True)),
             )
@@ -356,9 +372,10 @@ def _gaps(req: pd.DataFrame, res: pd.DataFrame, units: np.ndarray, compact_cycle
 
 
 def _measure(gaps: list[_Gap]) -> str:
-    """How the responses' own output was known: "chars", "tokens" (visible output tokens) or "mixed"."""
-    kinds = {g.output_in_chars for g in gaps}
-    return "mixed" if len(kinds) > 1 else ("chars" if kinds == {True} else "tokens" if kinds else "")
+    """How the responses' own output was known: "o200k" (their blocks' ``o200k_base`` count), "chars", "tokens"
+    (visible output tokens) or "mixed"."""
+    kinds = {("o200k" if g.output_by_o200k else "chars") if g.output_in_chars else "tokens" for g in gaps}
+    return "mixed" if len(kinds) > 1 else next(iter(kinds), "")
 
 
 def _trial_rows(req: pd.DataFrame, gaps: list[_Gap], calibration: Calibration, window: int) -> list[dict]:
@@ -493,12 +510,12 @@ def _trials(
         if "run" in req:
             ident["run"] = req["run"].iloc[0]
         mine = by_trial.get(key, results.iloc[:0])
-        units, priced_by = _units(mine, _framed(req))
+        units = _units(mine, _framed(req))
         if req["input_tokens"].isna().any() or req["output_tokens"].isna().any():
-            trials.append(_TrialGaps(ident, req, None, None, priced_by))
+            trials.append(_TrialGaps(ident, req, None, None, units.how))
             continue
         found = _gaps(req, mine, units, by_event.get(key, np.array([], dtype=np.int64)))
-        trials.append(_TrialGaps(ident, req, found, _measured(found), priced_by))
+        trials.append(_TrialGaps(ident, req, found, _measured(found), units.how))
     return trials
 
 
@@ -510,7 +527,7 @@ def result_prices(tool_results: pd.DataFrame, occ: pd.DataFrame) -> pd.Series:
     ratio, priced_by = trials["chars_per_token"].astype(float), trials["priced_by"]
     prices = pd.Series(np.nan, index=results.index)
     for trial, mine in results.groupby("trial_id", sort=False):
-        prices[mine.index] = _units(mine, priced_by.get(trial) == "o200k")[0] / ratio.get(trial, np.nan)
+        prices[mine.index] = _units(mine, priced_by.get(trial) == "o200k").priced / ratio.get(trial, np.nan)
     return prices
 
 

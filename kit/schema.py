@@ -34,6 +34,7 @@ TOKENS = [
 OUTPUT = [
     "output_chars",  # characters of the response's text, visible reasoning and tool-call inputs
     "output_framing_chars",  # characters of its blocks besides what the model wrote in them (``kit.framing``)
+    "output_o200k_tokens",  # ``o200k_base`` tokens of those blocks whole, counted with the tool results (tables)
 ]
 # Codex Code Mode: how the response called tools (docs/method.md#transcripts); NA outside Codex rollouts.
 CODE_MODE = [

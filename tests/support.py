@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from kit import pipeline
 from kit.records import Design
 from kit.stages import run
@@ -145,3 +147,12 @@ def serve_cli(*args: str) -> Iterator[list[str]]:
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()
+
+
+def assert_requests_alone(alone: pd.DataFrame, full: pd.DataFrame) -> None:
+    """A read of requests alone (``kit.transcripts.read``) gives the rows of one with the tool results (``tables``),
+    but for the response blocks' ``o200k_base`` counts, which are counted with the tool results only."""
+    assert alone["output_o200k_tokens"].isna().all()
+    column = "output_o200k_tokens"
+    pd.testing.assert_frame_equal(alone.drop(columns=column), full.drop(columns=column), check_exact=True)
+    assert alone.attrs == full.attrs

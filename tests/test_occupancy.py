@@ -309,6 +309,32 @@ def test_claude_tool_heavy_session():
     assert 0 < tokens["file access"] < tokens["other tools"] < tokens["base"]
 
 
+def test_a_responses_blocks_are_priced_by_their_count_where_the_results_are():
+    """The results of the test below, each gap grown besides by its response's blocks (100 and 200 ``o200k_base``
+    tokens, as ``output_o200k_tokens``), which hold 50 characters and 100 of framing each. Priced by their count,
+    at the results' characters per such token, every gap measures that one ratio and each result its growth;
+    priced by their 150 characters at that ratio they would read as 34 tokens, the 66 and 166 left over landing on
+    the results. A response without its count puts the trial's responses back on characters
+    (docs/method.md#calibration)."""
+    requests = session(
+        [1000, 1700, 2200, 2300],
+        out_chars=[50] * 4,
+        output_framing_chars=[100] * 4,
+        output_o200k_tokens=[100, 200, 0, 0],
+    )
+    tools = results([(1, "read", 2000), (2, "grep", 2000)]).assign(framing_chars=[0, 0], o200k_tokens=[600, 300])
+    out = occ.measure(requests, tools)
+    tokens = by_category(out)
+    row = out.iloc[0]
+    assert (row["priced_by"], row["output_measure"]) == ("o200k", "o200k")
+    assert row["chars_per_token"] == pytest.approx(4000 / 900)
+    assert (tokens["Read"], tokens["Grep/Glob"]) == (pytest.approx(600), pytest.approx(300))
+    counted = requests["output_o200k_tokens"].astype("Int64")
+    by_chars = occ.measure(requests.assign(output_o200k_tokens=counted.where(counted.index != 1)), tools)
+    assert (by_chars["priced_by"].iloc[0], by_chars["output_measure"].iloc[0]) == ("o200k", "chars")
+    assert by_category(by_chars)["Read"] > 600 * 1.05
+
+
 def test_a_trials_characters_are_shared_out_by_the_results_token_counts():
     """Two results of 2,000 characters, one twice as dense by ``o200k_base`` (600 tokens against 300) and
     growing the prompt by 600 and 300: the trial's 4,000 characters are shared out as 2,667 and 1,333, which

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import orjson
 
-from kit.framing import block_framing, result_block
+from kit.framing import block_framing, block_tokens, result_block
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, as_dict
 from kit.transcripts._tools import result_row, text_of
@@ -100,6 +100,22 @@ def content_of(blocks: object) -> Content:
     return Content(calls, pieces if known else None)
 
 
+def block_tokens_by_piece(blocks: object) -> dict[object, int]:
+    """Each output block's ``o200k_base`` tokens (``kit.framing.block_tokens``) by its piece's key (``piece``):
+    the blocks ``Content.pieces`` counts, so that a block repeated on a later line is counted once."""
+    if isinstance(blocks, str):
+        blocks = [{"type": "text", "text": blocks}]
+    found: dict[object, int] = {}
+    for block in blocks if isinstance(blocks, list) else ():
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        chars = utf8_chars(orjson.dumps(block.get("input"))) if kind in TOOL_BLOCKS else 0
+        if (key := piece(kind, block.get("id"), block.get("text"), block.get("thinking"), chars)) is not None:
+            found[key[0]] = block_tokens(block)
+    return found
+
+
 @dataclass(slots=True)
 class _Response:
     cycle: int
@@ -114,6 +130,12 @@ class _Response:
     turn: int | None
     tool_use_ids: list[object] = field(default_factory=list)  # as the transcript gives them
     pieces: dict[object, int] | None = field(default_factory=dict)  # see ``Content``; None: chars unknown
+    o200k: dict[object, int] | None = None  # each piece's block's ``o200k_base`` tokens; None: not counted
+
+
+def _o200k(resp: _Response) -> int | None:
+    """The response's blocks' ``o200k_base`` tokens; None where not counted or where its output is unknown."""
+    return None if resp.o200k is None or resp.pieces is None else sum(resp.o200k.values())
 
 
 def _output(usage: object) -> int:
@@ -150,8 +172,10 @@ class Responses:
         sidechain: bool,
         timestamp: object,
         turn: int | None = None,
+        tokens: dict[object, int] | None = None,
     ) -> _Response:
-        """One assistant line: a new response, or another line of one already seen (``content``: its blocks)."""
+        """One assistant line: a new response, or another line of one already seen (``content``: its blocks;
+        ``tokens``: their ``o200k_base`` counts by piece key, where counted, ``block_tokens``)."""
         ident = message_id or request_id
         key = str(ident) if ident else f"line {line}"
         resp = self.by_key.get(key)
@@ -169,6 +193,7 @@ class Responses:
                 started_at=timestamp if isinstance(timestamp, str) else None,
                 sidechain=sidechain,
                 turn=turn,
+                o200k=None if tokens is None else {},
             )
             self.by_key[key] = resp
         else:
@@ -184,6 +209,10 @@ class Responses:
             resp.pieces = None
         elif resp.pieces is not None:
             resp.pieces.update(content.pieces)
+        if tokens is None:
+            resp.o200k = None
+        elif resp.o200k is not None:
+            resp.o200k.update(tokens)
         return resp
 
     def final_output(self, key: str, output: int) -> None:
@@ -228,6 +257,7 @@ class Responses:
                     "tool_calls": len(resp.tool_use_ids),
                     "output_chars": None if resp.pieces is None else sum(resp.pieces.values()),
                     "output_framing_chars": self._framing(resp.pieces),
+                    "output_o200k_tokens": _o200k(resp),
                     "started_at": resp.started_at,
                 }
             )

@@ -30,6 +30,7 @@ from kit.transcripts._claude import (
     TOOL_BLOCKS,
     Content,
     Responses,
+    block_tokens_by_piece,
     content_of,
     is_synthetic,
     keep_rank,
@@ -334,6 +335,7 @@ def scan(state: _State) -> _State:
             else:
                 try:
                     content = _content(message.content)
+                    tokens = block_tokens_by_piece(msgspec.json.decode(message.content)) if tools else None
                 except msgspec.DecodeError as exc:
                     issues.add(path, number, f"invalid JSON in message.content ({exc}); line skipped")
                     continue
@@ -344,7 +346,7 @@ def scan(state: _State) -> _State:
                     turn, prompted = (turn or 0) + 1, False
                 usage, request = message.usage, line.request_id
                 responses.add(
-                    number, message.id, request, message.model, usage, content, sidechain, line.timestamp, turn
+                    number, message.id, request, message.model, usage, content, sidechain, line.timestamp, turn, tokens
                 )
         elif kind == "user":
             prompted |= _prompt(line)

@@ -79,6 +79,26 @@ def test_claude_response_framing_is_its_blocks_less_what_they_hold():
     assert list(requests["output_framing_chars"]) == expected
 
 
+def test_claude_response_blocks_are_counted_whole_with_the_tool_results_only():
+    """``output_o200k_tokens``: each response's blocks (a block repeated on a later line of the response once) as
+    compact JSON, a thinking block's signature emptied, counted by ``o200k_base``; counted by ``tables`` (with
+    the tool results), missing from a read of requests alone (docs/method.md#calibration)."""
+    for path in (TOOL_HEAVY, SESSION):
+        blocks: dict[str, dict[str, str]] = {}
+        for record in records(path):
+            if record.get("type") == "assistant" and record["message"].get("model") != "<synthetic>":
+                for block in record["message"]["content"]:
+                    kind = block["type"]
+                    if kind in ("text", "thinking", "tool_use"):
+                        key = block.get("id") or block.get(kind)
+                        shown = {k: "" if k == "signature" else v for k, v in block.items()}
+                        blocks.setdefault(record["message"]["id"], {})[key] = compact(shown)
+        expected = [sum(map(tokens.count, seen.values())) for seen in blocks.values()]
+        full, _ = transcripts.tables(path)
+        assert list(full["output_o200k_tokens"]) == expected, path
+        assert transcripts.read(path)["output_o200k_tokens"].isna().all()
+
+
 def test_codex_rollout_results_and_calls_are_framed_as_the_rollout_holds_them():
     """A result's framing is its payload with the output emptied (Code Mode cells' outputs: content lists); a
     response's includes each call's payload with its input emptied."""
