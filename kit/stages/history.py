@@ -331,7 +331,7 @@ def session_occupancy(history: History, window_tokens: int = occ.WINDOW_TOKENS) 
     # Only the columns it reads, text as plain objects: it selects each request's results from its session's
     # (a boolean index per request), and Arrow-backed text columns cost ~50 µs each per selection.
     keys = ["batch", "arm", "run", "trial_id"]
-    res = history.tool_results[[*keys, "cycle", "category", "chars"]]
+    res = history.tool_results[[*keys, "cycle", "category", "chars", "framing_chars", "o200k_tokens"]]
     res = res.astype({c: object for c in ("batch", "arm", "trial_id", "category")})
     return occ.measure(req, res, events=history.events, window_tokens=window_tokens)
 

@@ -15,7 +15,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import history_report, transcripts
+from kit import history_report, occupancy_block, transcripts
 from kit.stages import history
 from kit.transcripts import cache, twins
 from kit.transcripts.cli import TOTALS
@@ -71,6 +71,20 @@ def test_sessions_occupancy_and_structural(result: history.Result) -> None:
     assert (s["structural_cached"] <= s["input_tokens"]).all()
     assert s["observed_cached"].notna().all() and s.loc["claude-session_spotter_tool_heavy", "rule_breaks"] >= 0
     assert result.warmth["requests"].sum() > 0
+
+
+def test_a_sessions_occupancy_is_priced_as_kit_occupancy_prices_it(result: history.Result) -> None:
+    """The history's occupancy reads what ``python -m kit occupancy`` reads of a session: each result's framing and
+    ``o200k_base`` count, and its responses' (docs/method.md#calibration), so one session gets one ratio."""
+    name = "claude-session_spotter_tool_heavy"
+    alone = occupancy_block.session(FIXTURES / f"{name}.jsonl").iloc[0]
+    mine = result.occupancy[result.occupancy["trial_id"] == name].iloc[0]
+    assert (
+        (mine["priced_by"], mine["output_measure"])
+        == ("o200k", "o200k")
+        == (alone["priced_by"], alone["output_measure"])
+    )
+    assert mine["chars_per_token"] == pytest.approx(alone["chars_per_token"])
 
 
 def test_report_and_stitch_label(result: history.Result) -> None:
