@@ -111,8 +111,8 @@ def block_tokens_by_piece(blocks: object) -> dict[object, int]:
             continue
         kind = block.get("type")
         chars = utf8_chars(orjson.dumps(block.get("input"))) if kind in TOOL_BLOCKS else 0
-        if (key := piece(kind, block.get("id"), block.get("text"), block.get("thinking"), chars)) is not None:
-            found[key[0]] = block_tokens(block)
+        if (named := piece(kind, block.get("id"), block.get("text"), block.get("thinking"), chars)) is not None:
+            found[named[0]] = block_tokens(block)  # by its key, as ``Content.pieces`` has it
     return found
 
 
