@@ -69,11 +69,13 @@ MASKED = (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArra
 
 
 def _version() -> str:
-    """A hash of the reader code, the canonical schema and the pandas and pyarrow versions: a cache written
-    by other readers is not used, nor frames pickled by other libraries (segments are pickled: ``_write``)."""
+    """A hash of the reader code (with the framing and token counts the readers take from ``kit.framing`` and
+    ``kit.tokens``), the canonical schema and the pandas and pyarrow versions: a cache written by other
+    readers is not used, nor frames pickled by other libraries (segments are pickled: ``_write``)."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256(f"pandas {pd.__version__} pyarrow {pa.__version__}".encode())
-    for path in sorted([*here.glob("*.py"), here.parent / "schema.py"]):
+    kit = here.parent
+    for path in sorted([*here.glob("*.py"), kit / "schema.py", kit / "framing.py", kit / "tokens.py"]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -669,3 +669,12 @@ def test_placed_makes_runs_per_part_from_the_last_call_and_the_fresh_files() -> 
     none = np.zeros((2, 0), dtype=np.int64)
     runs, _, _ = cache._placed(np.array([-1, -1]), none, none, np.zeros(2, dtype=np.int64), np.array([[0, 3], [0, 0]]))
     assert runs == [[(0, 3)], []]
+
+
+@pytest.mark.parametrize("module", ["framing.py", "tokens.py", "schema.py", "transcripts/_claude.py"])
+def test_a_change_to_what_the_readers_use_retires_the_cache(monkeypatch, module):
+    """``VERSION`` hashes the readers and what they take counts from: a row pickled by other code is read again."""
+    target = Path(cache.__file__).resolve().parent.parent / module
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (b"# changed" if self == target else b""))
+    assert cache._version() != cache.VERSION
