@@ -84,8 +84,8 @@ _COMMON: dict[str, tuple[str, str]] = {
     "output_o200k_tokens": (
         "`o200k_base` tokens of the response's blocks whole (what the model wrote and its framing; a signature or "
         "encrypted reasoning emptied), as the transcript holds them: counted with the tool results (the parse "
-        "stage, `tables`, a history), missing from a read of requests alone and where the reader has no blocks "
-        "(Claude Code session files only) (docs/method.md#calibration)",
+        "stage, `tables`, a history), missing from a read of requests alone and where the reader does not hold "
+        "them as sent back (Claude Code session files and Codex rollouts only) (docs/method.md#calibration)",
         "tokens",
     ),
     "exec_cells": (

@@ -25,9 +25,10 @@ def test_ratio_is_measured_in_range_or_flagged_with_the_reason(name, how):
     rows = occupancy_block.session(TRANSCRIPTS / name)
     trial = rows[rows["category"] == occ.CONTEXT].iloc[0]
     assert trial["calibration"] == how, trial["calibration_note"]
-    # every response's own characters are known (output_chars), and a session file's blocks are counted with
-    # o200k_base where its results are too (output_o200k_tokens); a one-request main window has no gap to measure
-    counted = name.startswith("claude-session") and trial["priced_by"] == "o200k"
+    # every response's own characters are known (output_chars), and a session file's blocks or a rollout's items
+    # are counted with o200k_base where the results are too (output_o200k_tokens); a one-request main window has
+    # no gap to measure
+    counted = name.startswith(("claude-session", "codex-rollout")) and trial["priced_by"] == "o200k"
     assert trial["output_measure"] == (("o200k" if counted else "chars") if trial["requests"] > 1 else "")
     low, high = occ.DENSE_RANGE
     if how == "measured" and low <= trial["chars_per_token"] <= high:

@@ -43,7 +43,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from kit.framing import block_framing, result_block
+from kit.framing import block_framing, block_tokens, result_block
 from kit.jsontypes import Row
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, Parsed, Position, Unused, as_dict, file_summary, records, text
@@ -55,17 +55,13 @@ KNOWN = {"session_meta", "response_item", "event_msg", "turn_context", "token_us
 CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 RESULTS = {"function_call_output", "custom_tool_call_output"}
 CHECKED = {"input_tokens": "input_tokens", "cache_read_tokens": "cached_input_tokens", "output_tokens": "output_tokens"}
-FRAMING_KEYS = (
-    "type",
-    "id",
-    "status",
-    "call_id",
-    "name",
-    "namespace",
-    "internal_chat_message_metadata_passthrough",
-)
+# The keys of an item as the CLI sends it back. Not ``internal_chat_message_metadata_passthrough`` (a call's or
+# result's turn and time), which the rollout keeps and the request leaves out (seen on the wire by the embedded
+# provider: 129 characters and 47-49 tokens a result; docs/method.md#calibration).
+FRAMING_KEYS = ("type", "id", "status", "role", "phase", "call_id", "name", "namespace")
 FRAMED = operator.attrgetter(*FRAMING_KEYS)  # their values at once (a call per key cost more than the rest)
 CALL_INPUT = {"function_call": "arguments", "custom_tool_call": "input"}  # the key holding what the model wrote
+WRITTEN_KEYS = ("arguments", "input", "summary", "content", "encrypted_content")  # raw in ``_Payload``
 OPAQUE_CALLS = {"local_shell_call", "web_search_call", "tool_search_call"}  # input not given as the model sent it
 TOOL_CALL = re.compile(r"\btools\.[A-Za-z_]\w*\s*\(")  # a tool called from a Code Mode cell
 PROMISE_ALL = re.compile(r"\bPromise\.all(?:Settled)?\b")
@@ -84,6 +80,7 @@ class _Payload(msgspec.Struct, gc=False):
     turn_id: Any = None
     model: Any = None
     role: Any = None
+    phase: Any = None  # an assistant message's phase (newer CLIs): sent with it
     call_id: Any = None
     status: Any = None
     name: Any = None
@@ -100,8 +97,6 @@ class _Payload(msgspec.Struct, gc=False):
     response_id: Any = None
     usage: Any = None
     encrypted_content: msgspec.Raw = msgspec.Raw(b"null")  # a reasoning item's opaque text: only framed
-    # what the CLI keeps with a call (its turn): part of the call's framing (``kit.framing.block_framing``)
-    internal_chat_message_metadata_passthrough: Any = None
 
     def _known(self) -> dict[str, object]:
         """The keys this reader knows of a call or result, as the rollout holds them (its framing)."""
@@ -118,6 +113,15 @@ class _Payload(msgspec.Struct, gc=False):
         emptied (its tokens cannot be told from the rollout)."""
         known = self._known() | ({"encrypted_content": ""} if self.encrypted_content != NULL else {})
         return block_framing(known) + sum(len(key) + 4 + len(raw) - chars for key, (raw, chars) in texts.items())
+
+    def tokens(self) -> int:
+        """This item's ``o200k_base`` tokens as a client sends it back, whole: its known keys and what the model
+        wrote as written, an opaque ``encrypted_content`` emptied (``kit.framing.block_tokens``)."""
+        shown: dict[str, object] = self._known()
+        for key in WRITTEN_KEYS:
+            if (raw := getattr(self, key)) != NULL:
+                shown[key] = orjson.Fragment(bytes(raw))
+        return block_tokens(shown)
 
     def result_block(self, output: object, text: str) -> tuple[int, int]:
         """This result's framing characters and ``o200k_base`` tokens (``kit.framing.result_block``)."""
@@ -243,6 +247,7 @@ class _Output:
     tool_calls: int = 0
     chars: int | None = 0
     framing: int = 0  # characters of its items besides what the model wrote (``_Payload.framing``)
+    o200k: int = 0  # its items' ``o200k_base`` tokens (``_Payload.tokens``), counted with the tool results
     exec_cells: int = 0
     exec_tool_calls: int | None = 0
     exec_multi_call_cells: int | None = 0
@@ -258,11 +263,13 @@ class _Output:
         promise = None if code is None else int(PROMISE_ALL.search(code) is not None)
         self.exec_promise_all_cells = _plus(self.exec_promise_all_cells, promise)
 
-    def columns(self) -> Row:
+    def columns(self, counted: bool) -> Row:
+        """The response's output columns; ``counted``: its items' tokens were counted (with the tool results)."""
         return {
             "tool_calls": self.tool_calls,
             "output_chars": self.chars,
             "output_framing_chars": self.framing,
+            "output_o200k_tokens": self.o200k if counted else None,
             "exec_cells": self.exec_cells,
             "exec_tool_calls": self.exec_tool_calls,
             "exec_multi_call_cells": self.exec_multi_call_cells,
@@ -406,6 +413,9 @@ class _File:
 
     def _item(self, number: int, item: _Payload) -> None:
         kind, out = text(item.type), self.current
+        own = kind in CALLS or kind == "reasoning" or (kind == "message" and item.role == "assistant")
+        if own and self.want_tools:  # counted with the tool results only: tokenizing costs (docs/method.md#calibration)
+            out.o200k += item.tokens()
         if kind in CALLS:
             name = f"{item.namespace}__{item.name}" if isinstance(item.namespace, str) else item.name
             call_id = str(item.call_id)
@@ -495,7 +505,7 @@ class _File:
             "source_path": str(self.path),
             "source_line": resp.number,
             **canonical,
-            **resp.output.columns(),
+            **resp.output.columns(self.want_tools),
             "quota_primary_used": resp.quota.get("primary"),
             "quota_secondary_used": resp.quota.get("secondary"),
             "started_at": resp.timestamp,

@@ -99,13 +99,16 @@ def test_claude_response_blocks_are_counted_whole_with_the_tool_results_only():
         assert transcripts.read(path)["output_o200k_tokens"].isna().all()
 
 
-def test_codex_rollout_results_and_calls_are_framed_as_the_rollout_holds_them():
+PASSTHROUGH = "internal_chat_message_metadata_passthrough"  # kept in the rollout, not sent (docs/method.md#calibration)
+
+
+def test_codex_rollout_results_and_calls_are_framed_as_the_cli_sends_them():
     """A result's framing is its payload with the output emptied (Code Mode cells' outputs: content lists); a
-    response's includes each call's payload with its input emptied."""
+    response's includes each call's payload with its input emptied; neither holds the rollout's passthrough."""
     got = transcripts.tool_results(CODE_MODE)
     expected, calls = [], []
     for record in records(CODE_MODE):
-        payload = record.get("payload", {})
+        payload = {k: v for k, v in record.get("payload", {}).items() if k != PASSTHROUGH}
         if record.get("type") != "response_item":
             continue
         if payload.get("type") == "custom_tool_call_output":
@@ -118,6 +121,24 @@ def test_codex_rollout_results_and_calls_are_framed_as_the_rollout_holds_them():
     assert len(expected) == 5 and list(zip(got["framing_chars"], got["o200k_tokens"], strict=True)) == expected
     framed = transcripts.read(CODE_MODE)["output_framing_chars"]
     assert framed.sum() >= sum(calls) and (framed > 0).all()
+
+
+def test_codex_response_items_are_counted_whole_as_sent_with_the_tool_results_only():
+    """``output_o200k_tokens`` of a rollout: each model item (reasoning, assistant message, call) as compact JSON
+    without the passthrough, encrypted reasoning emptied, counted by ``o200k_base``; summed here over the file."""
+    expected = 0
+    for record in records(CODE_MODE):
+        payload = record.get("payload", {})
+        kind = payload.get("type")
+        model = kind in ("function_call", "custom_tool_call", "reasoning") or (
+            kind == "message" and payload.get("role") == "assistant"
+        )
+        if record.get("type") == "response_item" and model:
+            shown = {k: "" if k == "encrypted_content" else v for k, v in payload.items() if k != PASSTHROUGH}
+            expected += tokens.count(compact(shown))
+    full, _ = transcripts.tables(CODE_MODE)
+    assert full["output_o200k_tokens"].notna().all() and int(full["output_o200k_tokens"].sum()) == expected
+    assert transcripts.read(CODE_MODE)["output_o200k_tokens"].isna().all()
 
 
 JSON_VALUES = st.recursive(
