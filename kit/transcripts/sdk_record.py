@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from kit.framing import response_framing
+from kit.framing import block_tokens, response_framing
 from kit.transcripts import _usage
 from kit.transcripts._base import (
     Issues,
@@ -90,15 +90,35 @@ def output_chars(api: str, response: dict) -> int | None:
     return None if pieces is None else sum(chars for _, chars in pieces)
 
 
-def output_framing(api: str, response: dict) -> int:
-    """Characters of the response's blocks besides what the model wrote (``kit.framing.response_framing``):
-    Responses output items, the Messages content blocks, the Chat message."""
+def _blocks(api: str, response: dict) -> list[object]:
+    """The response's blocks: Responses output items, the Messages content blocks, the Chat message."""
     if api == "responses":
-        return response_framing(as_list(response.get("output")))
+        return as_list(response.get("output"))
     if api == "chat":
         choices = as_list(response.get("choices")) or [{}]
-        return response_framing([as_dict(as_dict(choices[0]).get("message"))])
-    return response_framing(as_list(response.get("content")))
+        return [as_dict(as_dict(choices[0]).get("message"))]
+    return as_list(response.get("content"))
+
+
+def output_framing(api: str, response: dict) -> int:
+    """Characters of the response's blocks besides what the model wrote (``kit.framing.response_framing``)."""
+    return response_framing(_blocks(api, response))
+
+
+def _sent(value: object) -> object:
+    """``value`` as the SDK agents send a block back: its null keys left out, at any depth (the SDKs' models
+    are dumped without unset values), where the body as received spells them out."""
+    if isinstance(value, dict):
+        return {k: _sent(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_sent(v) for v in value]
+    return value
+
+
+def output_tokens(api: str, response: dict) -> int:
+    """``o200k_base`` tokens of the response's blocks as sent back (``_sent``, ``kit.framing.block_tokens``)."""
+    blocks = [_sent(block) for block in _blocks(api, response)]
+    return sum(block_tokens(block) for block in blocks if isinstance(block, dict))
 
 
 def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
@@ -131,6 +151,7 @@ def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
                     "tool_calls": tool_calls(api, response),
                     "output_chars": output_chars(api, response),
                     "output_framing_chars": output_framing(api, response),
+                    "output_o200k_tokens": output_tokens(api, response) if tools else None,
                     "started_at": line.get("started_at"),
                     "wall_s": wall if isinstance(wall, int | float) else None,
                 }

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pandas as pd
 
-from kit import transcripts
+from kit import tokens, transcripts
 from tests.support import ACOMPACT, CODE_MODE, NEWEST, ROLLOUT, SESSION, STREAM, TOOL_HEAVY, TRANSCRIPTS
 
 
@@ -217,6 +217,30 @@ def test_sdk_records_each_api(tmp_path):
     chars = transcripts.read(path).output_chars
     assert chars.iloc[:3].tolist() == [5 + 3 + 15, 3 + 7, 4 + len('{"path":"é.py"}')]
     assert pd.isna(chars.iloc[3])  # a hosted tool's call is given as its action: unknown
+
+
+def test_sdk_records_count_their_blocks_as_sent_back_with_the_tool_results_only(tmp_path):
+    """``output_o200k_tokens`` of an SDK record: each block of the body as the agent sends it back, its null keys
+    left out (the body as received spells them out), a signature emptied (docs/method.md#calibration)."""
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Plan."}]}
+    call = {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "grep", "arguments": '{"p":"x"}'}
+    responses = {"output": [{**reasoning, "content": None, "status": None}, {**call, "caller": None}]}
+    thinking = {"type": "thinking", "thinking": "Hmm.", "signature": "c2lnbmF0dXJl"}
+    messages = {"content": [thinking, {"type": "text", "text": "Hi.", "citations": None}]}
+    path = tmp_path / "sdk.jsonl"
+    lines = [sdk_line("responses", {**responses, "usage": {}}), sdk_line("messages", {**messages, "usage": {}})]
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+
+    def count(block: dict) -> int:
+        return tokens.count(orjson.dumps(block).decode())
+
+    full, _ = transcripts.tables(path)
+    expected = [
+        count(reasoning) + count(call),
+        count({**thinking, "signature": ""}) + count({"type": "text", "text": "Hi."}),
+    ]
+    assert full["output_o200k_tokens"].tolist() == expected
+    assert transcripts.read(path)["output_o200k_tokens"].isna().all()
 
 
 def test_provider_log_has_no_content(tmp_path):
