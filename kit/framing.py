@@ -2,8 +2,10 @@
 
 A prompt carries every block whole: a tool result's content with its type, call id and keys, a response's
 text, thinking and calls with theirs. Occupancy prices that framing with the content, and prices each result
-by its block's tokens (docs/method.md#calibration). The transcript readers measure blocks as the transcript
-holds them; the provider log, as the client sent them (``kit.provider.server``).
+by its block's tokens, and each response by its blocks' tokens (docs/method.md#calibration). The transcript
+readers measure blocks as the client sends them back, from what the transcript holds (less what it keeps and
+does not send: a Codex rollout's metadata passthrough, an SDK body's null keys); the provider log, as the
+client sent them (``kit.provider.server``).
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ class _Payload(msgspec.Struct, gc=False):
     encrypted_content: msgspec.Raw = msgspec.Raw(b"null")  # a reasoning item's opaque text: only framed
 
     def _known(self) -> dict[str, object]:
-        """The keys this reader knows of a call or result, as the rollout holds them (its framing)."""
+        """The keys this reader knows of a call, result or message, as the CLI sends them (its framing)."""
         return {k: v for k, v in zip(FRAMING_KEYS, FRAMED(self), strict=True) if v is not None}
 
     def framing(self, key: str | None) -> int:
