@@ -234,6 +234,11 @@ def _tool_output(output: object) -> tuple[str, bool]:
     return text_of(output), False
 
 
+def _written(kind: str | None, item: _Payload) -> bool:
+    """Whether the item is the model's own (a call, reasoning, an assistant message): part of its response."""
+    return kind in CALLS or kind == "reasoning" or (kind == "message" and item.role == "assistant")
+
+
 def _plus(total: int | None, more: int | None) -> int | None:
     """A running count that becomes unknown (None) once any part of it is."""
     return None if total is None or more is None else total + more
@@ -413,8 +418,7 @@ class _File:
 
     def _item(self, number: int, item: _Payload) -> None:
         kind, out = text(item.type), self.current
-        own = kind in CALLS or kind == "reasoning" or (kind == "message" and item.role == "assistant")
-        if own and self.want_tools:  # counted with the tool results only: tokenizing costs (docs/method.md#calibration)
+        if self.want_tools and _written(kind, item):  # counted with the tool results only: tokenizing costs
             out.o200k += item.tokens()
         if kind in CALLS:
             name = f"{item.namespace}__{item.name}" if isinstance(item.namespace, str) else item.name
