@@ -7,6 +7,7 @@ completes exactly the missing trials: no duplicate, no loss (the trial sets are 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -342,27 +343,32 @@ def test_a_stage_raising_saves_its_notebook_and_the_stage_reruns_alone(tmp_path)
 # ------------------------------------------------------------------ the real CLIs
 
 
-def _cli_group(trial_id: str, cli: str) -> int | None:
-    """The process group of the CLI running ``trial_id`` (its per-trial HOME names it)."""
+def _cli_groups(trial_id: str, cli: str) -> set[int]:
+    """The process groups of the CLI running ``trial_id`` and of what it started (its per-trial HOME names them all).
+
+    Every one, not the first found: a command or server the CLI started may run in a group of its own, and once
+    process ids wrap around it can come first in /proc; killing only its group left the CLI running (a CI run).
+    """
     needle = f"/.homes/{trial_id}-{cli}\0".encode()  # the end of HOME=… (cli_common.trial_home)
+    groups = set()
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
             data = environ.read_bytes()
-        except OSError:
+            if needle in data:
+                groups.add(os.getpgid(int(environ.parent.name)))
+        except OSError:  # the process ended meanwhile
             continue
-        if needle in data:
-            pgid = os.getpgid(int(environ.parent.name))
-            if pgid != os.getpgrp():
-                return pgid
-    return None
+    return groups - {os.getpgrp()}
 
 
 def _sigkill(cli: str, killed: list[int]) -> Callable:
     def action(conv):
-        pgid = _cli_group(conv.trial_id, cli)
-        assert pgid is not None, f"no {cli} process found for {conv.trial_id}"
-        os.killpg(pgid, signal.SIGKILL)
-        killed.append(pgid)
+        groups = _cli_groups(conv.trial_id, cli)
+        assert groups, f"no {cli} process found for {conv.trial_id}"
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+        killed.extend(groups)
 
     return action
 
