@@ -7,11 +7,16 @@ source and license (``tests/fixtures/SOURCES.md``); nothing points outside the r
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import hashlib
+import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -106,12 +111,26 @@ def small_batch(
 # ---------------------------------------------------------------- the provider CLI as a child process
 
 
+@functools.cache
+def cli_temp() -> Path:
+    """The temporary folder of the ``kit provider`` commands the tests start (their ``TMPDIR``), removed when the
+    tests end: a command without ``--log`` keeps the log it prints, which a test leaves unread."""
+    folder = Path(tempfile.mkdtemp(prefix="kit-test-cli-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def cli_env() -> dict[str, str]:
+    return os.environ | {"TMPDIR": str(cli_temp())}
+
+
 def start_serve_cli(*args: str) -> tuple[subprocess.Popen, list[str]]:
     """The child and the lines it prints before serving (read by a thread, so that a child that hangs before
     printing fails the test instead of blocking it)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "kit", "provider", "serve", "--port", "0", *args],
         cwd=ROOT,
+        env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -25,7 +25,7 @@ from kit.provider import Reply, ToolCall, serve
 from kit.provider.log import read as read_log
 from kit.provider.service import check_host
 from kit.stages import analyze, parse, plot, run
-from tests.support import ROOT
+from tests.support import ROOT, cli_env
 
 MISSING = [name for name in ("codex", "claude") if not (cli_common.TOOLS_BIN / name).exists()]
 needs_clis = pytest.mark.skipif(bool(MISSING), reason=f"CLI binaries absent: {MISSING} (run `make e2e-tools`)")
@@ -62,7 +62,7 @@ def test_loopback_binds_serve(host):
 def _serve_cli(*args: str, netns: bool = False) -> subprocess.Popen:
     prefix = ["unshare", "--net", "--map-root-user"] if netns else []
     argv = [*prefix, sys.executable, "-m", "kit", "provider", "serve", "--port", "0", *args]
-    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(argv, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_the_command_line_refuses_a_non_loopback_host_without_the_flag():

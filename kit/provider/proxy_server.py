@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import ipaddress
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -55,7 +54,7 @@ from kit.provider.server import (
     _is_anthropic,
     _TrialPrefix,
 )
-from kit.provider.service import LoopbackService, bind, launch
+from kit.provider.service import LoopbackService, bind, discard, launch, temporary_log
 
 # Where a request goes when no upstream is named: its provider's public API (Messages and anything sent
 # with an ``anthropic-version`` header to Anthropic, the rest to OpenAI).
@@ -361,8 +360,10 @@ async def _disconnected(receive: Receive) -> None:
 class Proxy(LoopbackService):
     """A running recording proxy (returned by ``proxy``)."""
 
-    def __init__(self, app: ProxyApp, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
-        super().__init__(app, sock, server, thread)
+    def __init__(
+        self, app: ProxyApp, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread, owned: Path | None
+    ):
+        super().__init__(app, sock, server, thread, owned)
         self.upstream = app.upstream  # None: each API's public endpoint (PUBLIC_UPSTREAMS)
 
 
@@ -380,28 +381,35 @@ def proxy(
     ``upstream`` is the endpoint's origin, with any path prefix but without ``/v1`` (clients add it, as they do
     for the embedded provider): ``http://127.0.0.1:8000``, ``https://api.openai.com``. ``None`` sends each
     request to its provider's public API. The proxy binds loopback only unless ``allow_non_loopback``;
-    ``log_path=None`` logs to a fresh temporary file.
+    ``log_path=None`` logs to a temporary file, removed when the proxy stops.
     """
     sock = bind(host, port, allow_non_loopback, "the recording proxy")
+    owned = None
     try:
         if log_path is None:
-            log_path = Path(tempfile.mkdtemp(prefix="kit-proxy-")) / "provider_log.jsonl"
+            log_path = temporary_log("kit-proxy-")
+            owned = log_path.parent
         start = time.monotonic()
         app = ProxyApp(upstream, RequestLog(log_path), lambda: time.monotonic() - start, read_timeout_s)
     except BaseException:
         sock.close()
+        discard(owned)
         raise
     # The upstream's own Server and Date headers pass through: uvicorn must not add a second pair.
-    server, thread = launch(
-        _TrialPrefix(app), sock, app.log, "the recording proxy", lifespan="on", server_header=False, date_header=False
-    )
-    return Proxy(app, sock, server, thread)
+    try:
+        options = {"lifespan": "on", "server_header": False, "date_header": False}
+        server, thread = launch(_TrialPrefix(app), sock, app.log, "the recording proxy", **options)
+    except BaseException:
+        discard(owned)
+        raise
+    return Proxy(app, sock, server, thread, owned)
 
 
 def proxy_forever(**kwargs: Any) -> None:
     """Run until interrupted (the CLI): the base URL first (scripts read that line), then where clients point,
-    where requests go and the log path. No key is printed: clients send their own."""
-    running = proxy(**kwargs)
+    where requests go and the log path (a temporary file, kept, without one given). No key is printed: clients
+    send their own."""
+    running = proxy(**kwargs | {"log_path": kwargs.get("log_path") or temporary_log("kit-proxy-")})
     where = running.upstream or ", ".join(f"{name}: {url}" for name, url in PUBLIC_UPSTREAMS.items())
     lines = [
         running.base_url,
@@ -410,5 +418,4 @@ def proxy_forever(**kwargs: Any) -> None:
         f"upstream: {where}",
         f"log: {running.log_path}",
     ]
-    print("\n".join(lines), flush=True)
-    running.wait()
+    running.wait("\n".join(lines))

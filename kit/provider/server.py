@@ -38,7 +38,6 @@ import logging
 import random
 import re
 import socket
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -66,7 +65,7 @@ from kit.provider.cache import BreakpointError, CacheEngine, CacheProfile, Cache
 from kit.provider.log import RequestLog, domain_of, record
 from kit.provider.policy import Conversation, EchoPolicy, Policy, Reply
 from kit.provider.prompt import ParsedRequest, PromptCounter, RequestError
-from kit.provider.service import LoopbackService, bind, launch
+from kit.provider.service import LoopbackService, bind, discard, launch, temporary_log
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 SIMULATED_HEADER = "x-kit-simulated"  # on every answer: a client (or the recording proxy) can tell it is the kit
@@ -494,8 +493,15 @@ class _WallClock:
 class Provider(LoopbackService):
     """A running embedded provider (returned by ``start``, yielded by ``serve``)."""
 
-    def __init__(self, app: ProviderApp, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
-        super().__init__(app, sock, server, thread)
+    def __init__(
+        self,
+        app: ProviderApp,
+        sock: socket.socket,
+        server: uvicorn.Server,
+        thread: threading.Thread,
+        owned: Path | None = None,
+    ):
+        super().__init__(app, sock, server, thread, owned)
         self.profiles: dict[str, CacheProfile] = app.profiles  # by API: "responses", "chat", "messages"
         self.engines: dict[str, CacheEngine] = app.engines
         self.policy: Policy = app.policy
@@ -561,16 +567,18 @@ def start(
 
     ``profile`` applies to every route; ``None`` gives each API its own provider's (``DEFAULT_PROFILES``),
     one engine per profile, each holding up to ``capacity_tokens``. ``port=0`` picks a free port.
-    ``log_path=None`` logs to a fresh temporary file. ``clock`` is the cache engine's simulated time in
-    seconds (default: wall-clock seconds since start). A request body larger than ``max_body_bytes`` gets
-    413; one not received within ``body_timeout_s`` gets 408.
+    ``log_path=None`` logs to a temporary file, removed when the provider stops. ``clock`` is the cache
+    engine's simulated time in seconds (default: wall-clock seconds since start). A request body larger than
+    ``max_body_bytes`` gets 413; one not received within ``body_timeout_s`` gets 408.
     """
     if isinstance(profile, str):
         profile = load_profile(profile)
     sock = bind(host, port, allow_non_loopback, "the simulated provider")
+    owned = None
     try:
         if log_path is None:
-            log_path = Path(tempfile.mkdtemp(prefix="kit-provider-")) / "provider_log.jsonl"
+            log_path = temporary_log("kit-provider-")
+            owned = log_path.parent
         app = ProviderApp(
             profile=profile,
             policy=policy or EchoPolicy(),
@@ -584,9 +592,14 @@ def start(
         )
     except BaseException:
         sock.close()
+        discard(owned)
         raise
-    server, thread = launch(app.app, sock, app.log, "the embedded provider", lifespan="off")
-    return Provider(app, sock, server, thread)
+    try:
+        server, thread = launch(app.app, sock, app.log, "the embedded provider", lifespan="off")
+    except BaseException:
+        discard(owned)
+        raise
+    return Provider(app, sock, server, thread, owned)
 
 
 serve = start  # ``with serve(profile=..., policy=..., seed=...) as p:``: a Provider stops when its block ends
@@ -594,12 +607,12 @@ serve = start  # ``with serve(profile=..., policy=..., seed=...) as p:``: a Prov
 
 def serve_forever(**kwargs: Any) -> None:
     """Run until interrupted (the CLI), printing the base URL first (scripts read that line), then how to
-    point each client at it, the cache profile of each route, the log path and the policy."""
-    provider = start(**kwargs)
+    point each client at it, the cache profile of each route, the log path and the policy. Without a log path the
+    log goes to a temporary file that is kept: its path is printed for the user to read."""
+    provider = start(**kwargs | {"log_path": kwargs.get("log_path") or temporary_log("kit-provider-")})
     lines = [provider.base_url]
     lines += [f"{name}={value}" if name.isupper() else f"{name}: {value}" for name, value in provider.client_settings()]
     named = "" if kwargs.get("profile") is not None else " (each API's own; --profile NAME sets one for every route)"
     routes = ", ".join(f"{api.endpoint} {provider.profiles[api.name].name}" for api in _APIS)
     lines += [f"profiles: {routes}{named}", f"log: {provider.log_path}", f"policy: {provider.policy_name}"]
-    print("\n".join(lines), flush=True)
-    provider.wait()
+    provider.wait("\n".join(lines))

@@ -8,7 +8,9 @@ trial, a request log, and a stop that is safe to call twice.
 from __future__ import annotations
 
 import ipaddress
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import warnings
@@ -25,6 +27,19 @@ def trial_base_url(base_url: str, trial_id: str) -> str:
     """Base URL whose requests are logged under ``trial_id`` (clients append ``/v1``; the prefix is stripped
     before a request is answered or forwarded). The id is quoted: an arm name may hold ``/`` or ``?``."""
     return f"{base_url}/t/{quote(trial_id, safe='')}"
+
+
+def temporary_log(prefix: str) -> Path:
+    """A log file in a fresh temporary folder (``prefix``), for a service started without a log path: the
+    service removes the folder when it stops (``LoopbackService.owned``), so that tests, pings and notebooks
+    starting one service after another leave nothing behind in the temporary folder."""
+    return Path(tempfile.mkdtemp(prefix=prefix)) / "provider_log.jsonl"
+
+
+def discard(folder: Path | None) -> None:
+    """Remove a service's own temporary log folder (``temporary_log``), if it has one."""
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def bind(host: str, port: int, allow_non_loopback: bool, name: str) -> socket.socket:
@@ -60,10 +75,13 @@ def check_host(address: str, allow_non_loopback: bool, name: str = "the simulate
 class LoopbackService:
     """A running service; ``app`` is its ASGI application object, which holds the request log (``app.log``).
 
-    A context manager: ``with start(...) as p:`` stops it when the block ends."""
+    A context manager: ``with start(...) as p:`` stops it when the block ends. ``owned``: the temporary folder
+    of a log nobody asked to keep (``temporary_log``), removed with the log when the service stops."""
 
-    def __init__(self, app: Any, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread):
-        self._app, self._sock, self._server, self._thread = app, sock, server, thread
+    def __init__(
+        self, app: Any, sock: socket.socket, server: uvicorn.Server, thread: threading.Thread, owned: Path | None
+    ):
+        self._app, self._sock, self._server, self._thread, self._owned = app, sock, server, thread, owned
         host, self.port = sock.getsockname()[:2]
         self.host = host
         self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
@@ -83,15 +101,18 @@ class LoopbackService:
         return self._thread.is_alive()
 
     def stop(self) -> None:
-        """Stop serving and close the log; safe to call twice."""
+        """Stop serving and close the log (removed with its folder if temporary); safe to call twice."""
         self._server.should_exit = True
         self._thread.join(timeout=10)
         self._sock.close()
         self._app.log.close()
+        discard(self._owned)
 
-    def wait(self) -> None:
-        """Block until the service stops (Ctrl-C stops it)."""
+    def wait(self, banner: str = "") -> None:
+        """Print ``banner``, then block until the service stops (Ctrl-C stops it, even while the banner is
+        printed: a script that reads the banner may interrupt at once)."""
         try:
+            print(banner, flush=True)
             while self._thread.is_alive():
                 self._thread.join(0.5)
         except KeyboardInterrupt:

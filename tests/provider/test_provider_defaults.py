@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 import shlex
+import tempfile
 import tomllib
+from pathlib import Path
 
 import anthropic
 import openai
@@ -165,3 +167,23 @@ def test_cli_named_profile_applies_to_every_route():
     finally:
         proc.kill()
         proc.communicate()
+
+
+def test_a_service_started_without_a_log_path_removes_its_temporary_log_when_it_stops(tmp_path):
+    from kit.provider import proxy
+
+    for start in (serve, proxy):
+        with start() as running:
+            log = running.log_path
+            assert log.parent.is_dir() and log.parent.parent == Path(tempfile.gettempdir())
+        assert not log.parent.exists(), f"{start.__name__} left {log.parent}"
+        kept = tmp_path / f"{start.__name__}.jsonl"
+        with start(log_path=kept):
+            pass
+        assert kept.exists()  # a log the caller named is the caller's
+
+
+def test_cli_keeps_the_log_it_prints_after_ctrl_c():
+    with serve_cli() as lines:
+        log = Path(next(line for line in lines if line.startswith("log: ")).removeprefix("log: "))
+    assert log.exists()  # the user was told where to read it

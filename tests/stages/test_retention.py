@@ -43,8 +43,8 @@ def test_retention_only_on_the_backend_that_sends_it(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_the_embedded_provider_refuses_a_retention_the_api_does_not_take():
-    with serve() as provider:
+def test_the_embedded_provider_refuses_a_retention_the_api_does_not_take(tmp_path):
+    with serve(log_path=tmp_path / "log.jsonl") as provider:
         client = openai.OpenAI(base_url=f"{provider.base_url}/v1", api_key=run.EMBEDDED_KEY, max_retries=0)
         with pytest.raises(openai.BadRequestError, match="prompt_cache_retention"):
             client.responses.create(model="sim-agent", input="hi", extra_body={"prompt_cache_retention": "1w"})
