@@ -74,6 +74,9 @@ def clone(tmp_path_factory) -> Path:
 def _env(clone: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "VIRTUAL_ENV")}
     env.update(PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(clone))
+    scratch = clone.parent / "tmp"  # a served provider keeps the log it prints: here, not in the machine's /tmp
+    scratch.mkdir(exist_ok=True)
+    env["TMPDIR"] = str(scratch)
     return env
 
 
