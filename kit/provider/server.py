@@ -499,7 +499,7 @@ class Provider(LoopbackService):
         sock: socket.socket,
         server: uvicorn.Server,
         thread: threading.Thread,
-        owned: Path | None = None,
+        owned: Path | None,
     ):
         super().__init__(app, sock, server, thread, owned)
         self.profiles: dict[str, CacheProfile] = app.profiles  # by API: "responses", "chat", "messages"
