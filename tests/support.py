@@ -121,6 +121,7 @@ def cli_temp() -> Path:
 
 
 def cli_env() -> dict[str, str]:
+    """This process's environment with ``cli_temp`` as the temporary folder."""
     return os.environ | {"TMPDIR": str(cli_temp())}
 
 

@@ -31,7 +31,7 @@ def trial_base_url(base_url: str, trial_id: str) -> str:
 
 def temporary_log(prefix: str) -> Path:
     """A log file in a fresh temporary folder (``prefix``), for a service started without a log path: the
-    service removes the folder when it stops (``LoopbackService.owned``), so that tests, pings and notebooks
+    service removes the folder when it stops (``LoopbackService``'s ``owned``), so that tests, pings and notebooks
     starting one service after another leave nothing behind in the temporary folder."""
     return Path(tempfile.mkdtemp(prefix=prefix)) / "provider_log.jsonl"
 
@@ -108,7 +108,7 @@ class LoopbackService:
         self._app.log.close()
         discard(self._owned)
 
-    def wait(self, banner: str = "") -> None:
+    def wait(self, banner: str) -> None:
         """Print ``banner``, then block until the service stops (Ctrl-C stops it, even while the banner is
         printed: a script that reads the banner may interrupt at once)."""
         try:
