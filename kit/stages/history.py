@@ -38,13 +38,13 @@ import orjson
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from kit import cachemodel, pricing, schema
+from kit import cachemodel, pricing, schema, transcripts
 from kit import occupancy as occ
 from kit.errors import InputError
 from kit.stages import parse as parse_stage
 from kit.stats import STITCH_LABEL
-from kit.transcripts import _files, sources
 from kit.transcripts import cache as parse_cache
+from kit.transcripts import sources
 from kit.transcripts.twins import Twin, twins
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
@@ -162,8 +162,7 @@ def load(
     ``since``/``until`` (``YYYY-MM-DD``, UTC, inclusive) keep the sessions with a response in that range,
     each whole: a session cut in two would have no start for its context.
     """
-    files = _files(list(paths))
-    req, res = parse_cache.tables(files, "auto", False, True, cache, tool_paths=True)
+    req, res = transcripts.tables(list(paths), cache=cache, tool_paths=True)
     attrs = req.attrs
     ident = {p: _identity(p, f) for p, f in req.groupby("source_path", sort=False)["source_format"].first().items()}
     req = req.assign(

@@ -31,7 +31,6 @@ from kit.schema import (
     frame,
     requests_frame,
 )
-from kit.transcripts import cache as parse_cache
 from kit.transcripts import sources
 from kit.transcripts._tools import CATEGORIES
 
@@ -159,7 +158,7 @@ def _read_trial(
     if log is not None and log not in primary:
         (rows, shown), (logged, found) = transcripts.tables(primary, strict=strict), transcripts.tables([log])
         return rows, _framed(found, shown), (logged, log)
-    rows, found = parse_cache.tables(primary, "auto", strict, True, None, tool_paths=True)
+    rows, found = transcripts.tables(primary, strict=strict, tool_paths=True)
     return rows, found, None
 
 

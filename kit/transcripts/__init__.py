@@ -65,26 +65,32 @@ def tool_results(paths: Paths, format: str = "auto") -> pd.DataFrame:
 
 
 def tables(
-    paths: Paths, format: str = "auto", strict: bool = False, cache: str | Path | None = None
+    paths: Paths,
+    format: str = "auto",
+    strict: bool = False,
+    cache: str | Path | None = None,
+    tool_paths: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``read`` and ``tool_results`` of the same files in one pass (the parse stage's call); ``cache`` as in read."""
-    return _tables(paths, format, strict, True, cache)
+    """``read`` and ``tool_results`` of the same files in one pass; ``cache`` as in read. ``tool_paths`` adds each
+    tool result's file (``source_path``), which the parse stage and a history need to tell a trial's or a
+    session's files apart."""
+    return _tables(paths, format, strict, True, cache, tool_paths)
 
 
 def _tables(
-    paths: Paths, format: str, strict: bool, tools: bool, cache: str | Path | None
+    paths: Paths, format: str, strict: bool, tools: bool, cache: str | Path | None, tool_paths: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Through ``kit.transcripts.cache`` with a cache folder or when many bytes are worth several processes;
-    with the cycle collector paused (``gc_paused``)."""
+    """Through ``kit.transcripts.cache`` with a cache folder, when many bytes are worth several processes, or
+    for the tool results' files (it knows each file's rows); with the cycle collector paused (``gc_paused``)."""
     from kit.transcripts import cache as parse_cache
 
     _check_format(format)
     with gc_paused():
         files = _files(paths)
-        if cache is None and parse_cache.workers(sum(_size(p) for p in files)) == 1:
+        if cache is None and not tool_paths and parse_cache.workers(sum(_size(p) for p in files)) == 1:
             parsed = _parse(files, format, strict, tools)
             return _requests(parsed), _tool_results(parsed)
-        return parse_cache.tables(files, format, strict, tools, cache)
+        return parse_cache.tables(files, format, strict, tools, cache, tool_paths)
 
 
 def _size(path: Path) -> int:
