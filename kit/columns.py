@@ -83,7 +83,7 @@ _COMMON: dict[str, tuple[str, str]] = {
     ),
     "output_o200k_tokens": (
         "`o200k_base` tokens of the response's blocks whole (what the model wrote and its framing; a signature or "
-        "encrypted reasoning emptied), as the transcript holds them: counted with the tool results (the parse "
+        "encrypted reasoning emptied), as the client sends them back: counted with the tool results (the parse "
         "stage, `tables`, a history), missing from a read of requests alone and where the reader does not hold "
         "them as sent back (Claude Code session files, Codex rollouts and the SDK agents' records only) "
         "(docs/method.md#calibration)",
