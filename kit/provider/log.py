@@ -3,7 +3,9 @@
 The run stage copies a trial's lines next to its transcripts, and the readers compare what the
 client recorded with what the server sent, so a line is written (and flushed) before the response
 leaves the server. The API key is never written: requests are attributed to a cache domain, a short
-hash of the key.
+hash of the key. Writing a line never fails on what a client sent: a value orjson cannot write (nested past
+its 254 levels, say a ``model`` or ``prompt_cache_retention`` that is a deep object) is replaced by a string
+saying so, so the request still gets its line and its answer.
 """
 
 from __future__ import annotations
@@ -73,7 +75,10 @@ class RequestLog:
         self._lock = threading.Lock()
 
     def write(self, line: dict[str, Any]) -> None:
-        data = orjson.dumps(line) + b"\n"
+        try:
+            data = orjson.dumps(line) + b"\n"
+        except orjson.JSONEncodeError:
+            data = orjson.dumps({key: _writable(value) for key, value in line.items()}) + b"\n"
         with self._lock:
             self._file.write(data)
             self._file.flush()
@@ -82,6 +87,15 @@ class RequestLog:
         with self._lock:
             if not self._file.closed:
                 self._file.close()
+
+
+def _writable(value: Any) -> Any:
+    """``value`` if orjson can write it, else a string naming why not (the rest of the line is kept)."""
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError as exc:
+        return f"not loggable: {exc}"
+    return value
 
 
 def read(path: str | Path) -> list[dict[str, Any]]:

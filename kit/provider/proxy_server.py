@@ -22,6 +22,16 @@ The log line is written before the response's last part leaves: before a JSON an
 whole: the upstream sends it at once anyway), and before the SSE chunk holding the stream's final event.
 A client that has its answer therefore finds its line written, which the run stage relies on when it
 copies a trial's lines. An unreachable upstream gets the client a 502 in its API's error shape, logged.
+
+The proxy forwards only to its upstream. A request's target must be origin-form (a path starting with one
+``/``, no ``@``, ``\\`` or ``#``, no ``.`` or ``..`` segment, plain or percent-encoded); anything else (an
+absolute-form ``http://host/…``, an ``@host:port/…`` that string concatenation would read as the upstream's
+user info and another host) is a 400 in the API's error shape, logged, and nothing is sent. The URL is built
+from the upstream's with httpx (``copy_with(raw_path=…)``) and checked to keep its scheme, host and port
+before the request leaves. Requests the proxy answers itself are logged whatever their path, since nothing
+else records them: a refused target (400), a body too large (413, ``max_body_bytes``, the embedded
+provider's 32 MB by default) or sent too slowly (408 after ``body_timeout_s``, the provider's 30 s), and
+anything unexpected (a 500 in the API's shape, or a cut connection once the answer has begun).
 """
 
 from __future__ import annotations
@@ -29,13 +39,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 import httpx
 import uvicorn
@@ -47,11 +58,12 @@ from kit.provider.log import RequestLog, domain_of, record
 from kit.provider.prompt import PromptCounter
 from kit.provider.proxy_record import ResponseReader, api_of, canonical_usage, narrow_accept_encoding, read_request
 from kit.provider.server import (
+    BODY_TIMEOUT_S,
     MAX_BODY_BYTES,
     SIMULATED_HEADER,
     _api_key,
     _error_response,
-    _is_anthropic,
+    _HttpError,
     _TrialPrefix,
 )
 from kit.provider.service import LoopbackService, bind, discard, launch, temporary_log
@@ -60,6 +72,7 @@ from kit.provider.service import LoopbackService, bind, discard, launch, tempora
 # with an ``anthropic-version`` header to Anthropic, the rest to OpenAI).
 PUBLIC_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com"}
 READ_TIMEOUT_S = 600.0  # longest silence from the upstream (a reasoning model may think for minutes)
+_LOGGER = logging.getLogger(__name__)
 # RFC 9110 section 7.6.1, plus the de facto proxy-connection; a proxy must not forward these
 _HOP_BY_HOP = frozenset(
     {
@@ -98,6 +111,39 @@ def _check_upstream(url: str) -> str:
     return url.rstrip("/")
 
 
+def _target(upstream: str, raw_path: bytes, query: bytes) -> httpx.URL:
+    """The upstream URL of an origin-form request target, or a 400: the proxy forwards only to its upstream.
+
+    ``raw_path`` is the target as sent (the trial prefix removed). It must start with one ``/`` and hold no
+    ``@``, ``\\``, ``#`` or dot segment, plain or percent-encoded: anything else could name another host or
+    climb out of the upstream's path prefix. The URL is the upstream's with its path extended (httpx keeps
+    the bytes as sent), and must keep the upstream's scheme, host, port and (empty) user info.
+    """
+    segments = unquote_to_bytes(raw_path).split(b"/")
+    shown = raw_path.decode("latin-1")[:200]
+    if (
+        not raw_path.startswith(b"/")
+        or raw_path.startswith(b"//")
+        or any(c in raw_path for c in (b"@", b"\\", b"#"))
+        or any(segment in (b".", b"..") for segment in segments)
+    ):
+        raise _HttpError(400, f"request target {shown!r} refused: the proxy forwards only origin-form paths")
+    base = httpx.URL(upstream)
+    try:
+        url = base.copy_with(raw_path=base.raw_path.rstrip(b"/") + raw_path + (b"?" + query if query else b""))
+    except httpx.InvalidURL as exc:
+        raise _HttpError(400, f"request target {shown!r} refused: {exc}") from None
+    if (url.scheme, url.host, url.port, url.userinfo) != (base.scheme, base.host, base.port, base.userinfo):
+        raise _HttpError(400, f"request target {shown!r} refused: it would leave the upstream {upstream}")
+    return url
+
+
+def _is_anthropic(scope: Scope) -> bool:
+    """Whether a request is answered in Anthropic's error shape: a Messages path (after any gateway prefix) or
+    an ``anthropic-version`` header; read off the scope, since a refused target may not make a URL."""
+    return "/v1/messages" in scope["path"] or any(name.lower() == b"anthropic-version" for name, _ in scope["headers"])
+
+
 def _is_loopback(url: str) -> bool:
     host = urlsplit(url).hostname or ""
     try:
@@ -116,12 +162,14 @@ class ProxyApp:
         clock: Callable[[], float],
         read_timeout_s: float = READ_TIMEOUT_S,
         max_body_bytes: int = MAX_BODY_BYTES,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ):
         self.upstream = _check_upstream(upstream) if upstream is not None else None
         self.log = log
         self.clock = clock
         self.read_timeout_s = read_timeout_s
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
         self.counter = PromptCounter()
         self._clients: dict[str, httpx.AsyncClient] = {}
 
@@ -153,31 +201,43 @@ class ProxyApp:
                 return
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """One request, forwarded and answered; a model request is logged once, whatever happens."""
+        """One request, forwarded and answered; a model request is logged once, whatever happens, and so is
+        every request the proxy answers itself (a refusal or a failure of its own)."""
         started = time.perf_counter()
         request = Request(scope, receive)
-        api = api_of(request.method, scope["path"])
-        anthropic = _is_anthropic(request)
-        upstream = self.upstream or PUBLIC_UPSTREAMS["anthropic" if anthropic else "openai"]
+        anthropic = _is_anthropic(scope)
+        watched = _Watched(send)
         fields: dict[str, Any] = {
             "t": self.clock(),
             "endpoint": scope["path"],
-            "api": api,
+            "api": api_of(request.method, scope["path"]),
             "domain": domain_of(_api_key(request)),
             "trial_id": scope.get("kit_trial_id") or request.headers.get("x-kit-trial-id"),
         }
-        body = await _read_body(request, self.max_body_bytes)
-        if body is None:
-            message = f"request body exceeds the proxy's limit of {self.max_body_bytes} bytes"
-            if api:
-                self._log(fields, started, status=413, error=message)
-            await _error_response(anthropic, 413, message)(scope, receive, send)
-            return
+        try:
+            await self._forward(request, anthropic, fields, started, watched)
+        except _HttpError as exc:
+            self._log(fields, started, status=exc.status, error=exc.message)
+            await _error_response(anthropic, exc.status, exc.message)(scope, receive, send)
+        except Exception as exc:
+            _LOGGER.exception("the recording proxy failed on %s", scope["path"])
+            message = f"internal error in the kit's proxy: {type(exc).__name__}"
+            if not watched.logged:
+                self._log(fields, started, status=500, error=message)
+            if not watched.started:  # else returning cuts the connection: the client sees the answer fail
+                await _error_response(anthropic, 500, message)(scope, receive, send)
+
+    async def _forward(
+        self, request: Request, anthropic: bool, fields: dict[str, Any], started: float, watched: _Watched
+    ) -> None:
+        """Check the target, read the body, send it upstream and relay the answer; raises ``_HttpError`` for
+        what the proxy refuses itself (400 target, 408 slow body, 413 large body)."""
+        scope, api = request.scope, fields["api"]
+        upstream = self.upstream or PUBLIC_UPSTREAMS["anthropic" if anthropic else "openai"]
+        target = _target(upstream, scope["raw_path"], scope["query_string"])
+        body = await _read_body(request, self.max_body_bytes, self.body_timeout_s)
         # The prompt is cut in a worker thread while the upstream works: the tokeniser adds no latency.
         reading = asyncio.ensure_future(asyncio.to_thread(read_request, api, body, self.counter)) if api else None
-        target = upstream + scope["raw_path"].decode("latin-1")
-        if scope["query_string"]:
-            target += "?" + scope["query_string"].decode("latin-1")
         try:
             response = await self._client(upstream).send(
                 httpx.Request(request.method, target, headers=_request_headers(scope["headers"]), content=body),
@@ -186,12 +246,11 @@ class ProxyApp:
         except httpx.HTTPError as exc:
             message = f"the kit's proxy could not reach the upstream {upstream}: {type(exc).__name__}: {exc}"
             if reading:
-                self._log({**fields, **await reading}, started, status=502, error=message)
-            await _error_response(anthropic, 502, message)(scope, receive, send)
-            return
+                fields |= await reading
+            raise _HttpError(502, message) from None
         try:
             if not api or reading is None:  # not a model request (reading is None exactly then)
-                await _Relay(response, scope, receive, send, None, None).run()
+                await _Relay(response, scope, request.receive, watched, None, None).run()
                 return
             reader = ResponseReader(
                 api, response.headers.get("content-type", ""), response.headers.get("content-encoding", "")
@@ -202,8 +261,9 @@ class ProxyApp:
 
             async def log(error: str | None = None) -> None:
                 self._log_response({**fields, **await reading}, started, response.status_code, reader, error)
+                watched.logged = True
 
-            await _Relay(response, scope, receive, send, reader, log).run()
+            await _Relay(response, scope, request.receive, watched, reader, log).run()
         finally:
             await response.aclose()
 
@@ -233,15 +293,35 @@ class ProxyApp:
         self.log.write({**line, **extra})
 
 
-async def _read_body(request: Request, limit: int) -> bytes | None:
-    """The whole request body (segments need all of it, and it is forwarded as sent), or None past ``limit``."""
+async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The whole request body (segments need all of it, and it is forwarded as sent); a 413 past ``limit``
+    (the rest is drained, so the client reads the answer), a 408 when it has not all arrived within
+    ``timeout_s`` (a client trickling its body must not hold a handler forever), as the embedded provider."""
     parts: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size <= limit:
-            parts.append(chunk)
-    return b"".join(parts) if size <= limit else None
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size <= limit:
+                    parts.append(chunk)
+    except TimeoutError:
+        raise _HttpError(408, f"request body not received within {timeout_s:g} s") from None
+    if size > limit:
+        raise _HttpError(413, f"request body exceeds the proxy's limit of {limit} bytes")
+    return b"".join(parts)
+
+
+class _Watched:
+    """The client's ``send``, noting whether the answer has begun (after that no error answer can be sent),
+    and whether the request's log line is written (so a failure after it writes no second one)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send, self.started, self.logged = send, False, False
+
+    async def __call__(self, message: Message) -> None:
+        self.started = self.started or message["type"] == "http.response.start"
+        await self._send(message)
 
 
 def _request_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -346,7 +426,7 @@ class _Relay:
         if not self.buffered:
             return False
         message = f"the upstream dropped the connection mid-response: {type(exc).__name__}"
-        await _error_response(_is_anthropic(Request(self.scope)), 502, message)(self.scope, self.receive, self.send)
+        await _error_response(_is_anthropic(self.scope), 502, message)(self.scope, self.receive, self.send)
         return True
 
 
@@ -374,6 +454,8 @@ def proxy(
     log_path: str | Path | None = None,
     allow_non_loopback: bool = False,
     read_timeout_s: float = READ_TIMEOUT_S,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> Proxy:
     """Start the proxy in a background thread and return once it accepts connections; ``with proxy(...) as p:``
     stops it when the block ends.
@@ -381,7 +463,8 @@ def proxy(
     ``upstream`` is the endpoint's origin, with any path prefix but without ``/v1`` (clients add it, as they do
     for the embedded provider): ``http://127.0.0.1:8000``, ``https://api.openai.com``. ``None`` sends each
     request to its provider's public API. The proxy binds loopback only unless ``allow_non_loopback``;
-    ``log_path=None`` logs to a temporary file, removed when the proxy stops.
+    ``log_path=None`` logs to a temporary file, removed when the proxy stops. A request body larger than
+    ``max_body_bytes`` gets 413; one not received within ``body_timeout_s`` gets 408 (the provider's limits).
     """
     sock = bind(host, port, allow_non_loopback, "the recording proxy")
     owned = None
@@ -390,7 +473,14 @@ def proxy(
             log_path = temporary_log("kit-proxy-")
             owned = log_path.parent
         start = time.monotonic()
-        app = ProxyApp(upstream, RequestLog(log_path), lambda: time.monotonic() - start, read_timeout_s)
+        app = ProxyApp(
+            upstream,
+            RequestLog(log_path),
+            lambda: time.monotonic() - start,
+            read_timeout_s,
+            max_body_bytes=max_body_bytes,
+            body_timeout_s=body_timeout_s,
+        )
     except BaseException:
         sock.close()
         discard(owned)

@@ -12,17 +12,22 @@ provider's rules (``DEFAULT_PROFILES``): an Anthropic client that marks ``cache_
 sees its writes and reads, an OpenAI client sees implicit caching. Each profile then has its own engine
 (OpenAI's two APIs share one, as they share one cache at OpenAI), so the two providers never share entries.
 
-Work per request is done inline on the event loop: it is CPU-bound, short (the tokeniser remembers
-blocks it has seen) and the engine is locked anyway, so a thread pool would only add hand-offs.
+The CPU-bound work of a request (decoding and checking the body, tokenising it, the cache engine, rendering
+the answer, counting its tool results) runs in the event loop's default executor, a bounded pool of worker
+threads (``min(32, cores + 4)``): a 31 MB body takes tens of seconds to tokenise, and on the event loop it
+stalled every other trial's requests for as long. The tokeniser and the engine are locked; the policy alone
+is called on the event loop, so requests reach it one at a time and a policy need not be thread-safe.
 Response, item and call ids come from a stream seeded by the seed, the caller, the trial and the prompt:
 clients send the ids back in later prompts, so random ids would make the same batch (seed, salt) cost a
 few tokens more or less on every run.
 
-Everything a request can get wrong becomes an error in that API's shape; the server keeps serving.
+Everything a request can get wrong becomes an error in that API's shape, logged; the server keeps serving.
 That includes a body that is not JSON (a declared non-JSON ``content-type`` gets 415), too large (413),
-nested too deep (400) or sent too slowly (408 after ``body_timeout_s``: a slow client holds only its
-own connection). A connection that never finishes its headers never reaches the app; uvicorn keeps it
-open without blocking anyone else.
+nested too deep for the renderer or orjson's 254 levels, on a streamed or a JSON answer (400), or sent too
+slowly (408 after ``body_timeout_s``: a slow client holds only its own connection). Anything unexpected is a
+500 in the API's shape, logged (``ProviderApp._unexpected``), never Starlette's plain-text one. A
+connection that never finishes its headers never reaches the app; uvicorn keeps it open without blocking
+anyone else.
 
 Fault injection, for tests only and off unless a policy asks: a ``Reply`` whose ``fault`` is ``"drop"``
 is rendered, about half of its bytes are sent, and the connection is cut (a provider dropping a stream
@@ -83,14 +88,22 @@ _LOGGER = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class _Answer:
-    """A request answered: what the policy saw and said, the cache's verdict and the wire rendering."""
+class _Prepared:
+    """A request read: its parsed form, its prompt segments and the cache's verdict (before the policy)."""
 
     parsed: ParsedRequest
-    reply: Reply
+    segments: list
     result: CacheResult
-    output_tokens: int
-    rendered: _Rendered  # the API's wire format: a JSON body or SSE frames, its usage and response id
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A request answered: the policy's reply, the answer's bytes and the log fields that describe it."""
+
+    reply: Reply
+    payload: list[bytes]  # the API's wire format: one JSON body or the SSE frames
+    json: bool  # a JSON answer (else SSE frames)
+    logged: dict[str, Any]  # status 200's log fields: response id, usage, wire usage, tool calls and results
 
 
 class _HttpError(Exception):
@@ -169,6 +182,17 @@ async def _read_body(request: Request, limit: int, timeout_s: float = BODY_TIMEO
     if too_large:
         raise _HttpError(413, f"request body exceeds the limit of {limit} bytes")
     return b"".join(parts)
+
+
+def _refusal(exc: Exception) -> tuple[int, str, str | None] | None:
+    """The status, message and field a failed request is answered with; None when the failure is unexpected."""
+    if isinstance(exc, RecursionError | orjson.JSONEncodeError):  # deeper than the renderer or orjson goes
+        return 400, "request body is nested too deeply", None
+    if isinstance(exc, _HttpError):
+        return exc.status, exc.message, None
+    if isinstance(exc, RequestError):
+        return 400, str(exc), exc.field
+    return None
 
 
 def _load_json(raw: bytes) -> dict:
@@ -262,7 +286,7 @@ class ProviderApp:
                 Route("/v1/models", self.models, methods=["GET"]),
             ],
             middleware=[Middleware(_TrialPrefix)],
-            exception_handlers={HTTPException: self._http_exception},
+            exception_handlers={HTTPException: self._http_exception, Exception: self._unexpected},
         )
 
     def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -272,6 +296,15 @@ class ProviderApp:
         status = getattr(exc, "status_code", 500)
         message = f"{getattr(exc, 'detail', 'error')}: {request.method} {request.url.path}"
         return _error_response(_is_anthropic(request), status, message, headers=self.headers())
+
+    async def _unexpected(self, request: Request, exc: Exception) -> Response:
+        """The catch-all: a failure no handler caught is a 500 in the API's shape, with a log line (model
+        requests log their own failures in ``handle``; this is for anything else that breaks)."""
+        message = f"internal error in the simulated provider: {type(exc).__name__}: {exc}"
+        trial = request.scope.get("kit_trial_id") or request.headers.get("x-kit-trial-id")
+        line = record(t=self.clock(), endpoint=request.scope["path"], status=500, error=message, trial_id=trial)
+        self.log.write(line)
+        return _error_response(_is_anthropic(request), 500, message, headers=self.headers())
 
     def _endpoint(self, api: _Api) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -291,16 +324,21 @@ class ProviderApp:
         return Response(orjson.dumps(body), media_type="application/json", headers=self.headers())
 
     async def count_tokens(self, request: Request) -> Response:
-        """Anthropic's token counter: the prompt's total tokens, without touching the cache."""
+        """Anthropic's token counter: the prompt's total tokens, without touching the cache (counted in a
+        worker thread, as a model request's prompt is)."""
         try:
-            body = _load_json(await _read_body(request, self.max_body_bytes, self.body_timeout_s))
-            wire_anthropic.parse_messages(body, require_max_tokens=False)
-            tokens = sum(s.tokens for s in self.counter.anthropic(body))
-        except _HttpError as exc:
-            return _error_response(True, exc.status, exc.message, headers=self.headers())
-        except RequestError as exc:
-            return _error_response(True, 400, str(exc), headers=self.headers())
+            raw = await _read_body(request, self.max_body_bytes, self.body_timeout_s)
+            tokens = await asyncio.to_thread(self._count_tokens, raw)
+        except Exception as exc:
+            if (refused := _refusal(exc)) is None:
+                raise  # the catch-all answers it (``_unexpected``)
+            return _error_response(True, refused[0], refused[1], headers=self.headers())
         return Response(orjson.dumps({"input_tokens": tokens}), media_type="application/json", headers=self.headers())
+
+    def _count_tokens(self, raw: bytes) -> int:
+        body = _load_json(raw)
+        wire_anthropic.parse_messages(body, require_max_tokens=False)
+        return sum(s.tokens for s in self.counter.anthropic(body))
 
     async def handle(self, api: _Api, request: Request) -> Response:
         """One model request, start to log line; never raises."""
@@ -318,20 +356,13 @@ class ProviderApp:
         headers = self.headers({"request-id" if api.anthropic else "x-request-id": request_id})
         try:
             answer = await self._answer(api, request, fields)
-        except (RecursionError, orjson.JSONEncodeError):  # nested deeper than the prompt renderer goes
-            message = "request body is nested too deeply"
-            self._log(fields, started, status=400, error=message)
-            return _error_response(api.anthropic, 400, message, headers=headers)
-        except (_HttpError, RequestError) as exc:
-            status, message = (exc.status, exc.message) if isinstance(exc, _HttpError) else (400, str(exc))
-            param = exc.field if isinstance(exc, RequestError) else None
+        except Exception as exc:
+            if (refused := _refusal(exc)) is None:
+                _LOGGER.exception("provider failed on %s", api.endpoint)
+                refused = 500, f"internal error in the simulated provider: {type(exc).__name__}: {exc}", None
+            status, message, param = refused
             self._log(fields, started, status=status, error=message)
             return _error_response(api.anthropic, status, message, param, headers)
-        except Exception as exc:
-            _LOGGER.exception("provider failed on %s", api.endpoint)
-            message = f"internal error in the simulated provider: {type(exc).__name__}: {exc}"
-            self._log(fields, started, status=500, error=message)
-            return _error_response(api.anthropic, 500, message, headers=headers)
         if answer.reply.fault == "hang":
             self._log(fields, started, status=None, error="fault injected: hang (nothing sent; the client gave up)")
             while not await request.is_disconnected():
@@ -340,8 +371,16 @@ class ProviderApp:
         return self._send(answer, fields, started, headers)
 
     async def _answer(self, api: _Api, request: Request, fields: dict[str, Any]) -> _Answer:
-        """Read, segment, cache and answer the request, filling ``fields`` for the log as it goes."""
-        body = _load_json(await _read_body(request, self.max_body_bytes, self.body_timeout_s))
+        """Read, segment, cache and answer the request, filling ``fields`` for the log as it goes: the work
+        in worker threads, the policy on the event loop (see the module docstring)."""
+        raw = await _read_body(request, self.max_body_bytes, self.body_timeout_s)
+        prepared = await asyncio.to_thread(self._prepare, api, raw, fields)
+        reply = self.policy.reply(prepared.parsed.conversation)
+        return await asyncio.to_thread(self._finish, api, prepared, reply)
+
+    def _prepare(self, api: _Api, raw: bytes, fields: dict[str, Any]) -> _Prepared:
+        """Decode, check and segment the body, and let the cache engine decide (a worker thread's part)."""
+        body = _load_json(raw)
         retention = body.get("prompt_cache_retention")
         fields.update(model=body.get("model"), stream=body.get("stream") is True, prompt_cache_retention=retention)
         parsed = api.parse(body, seed=self.seed, trial_id=fields["trial_id"])
@@ -358,43 +397,44 @@ class ProviderApp:
             )
         except BreakpointError as exc:
             raise RequestError("cache_control", str(exc)) from None
-        reply = self.policy.reply(parsed.conversation)
-        output_tokens = self._output_tokens(reply)
-        with wire_openai.id_stream(self._ids(parsed.conversation.identity(), segments)):
-            rendered = self._render(api, parsed, reply, result, output_tokens)
-        return _Answer(parsed, reply, result, output_tokens, rendered)
+        return _Prepared(parsed, segments, result)
 
-    def _send(self, answer: _Answer, fields: dict[str, Any], started: float, headers: dict[str, str]) -> Response:
-        """Log the answer, then send it (cut halfway for an injected drop)."""
-        rendered, result = answer.rendered, answer.result
+    def _finish(self, api: _Api, prepared: _Prepared, reply: Reply) -> _Answer:
+        """Render the reply as the bytes to send, and describe it for the log (a worker thread's part; a body
+        too deep for orjson fails here, inside ``handle``'s error mapping, on a JSON answer as on a stream)."""
+        parsed, result = prepared.parsed, prepared.result
+        output_tokens = self._output_tokens(reply)
+        with wire_openai.id_stream(self._ids(parsed.conversation.identity(), prepared.segments)):
+            rendered = self._render(api, parsed, reply, result, output_tokens)
         payload = [orjson.dumps(rendered.body)] if rendered.body is not None else rendered.frames
-        fault = None
-        if answer.reply.fault == "drop":
-            size = sum(map(len, payload))
-            payload = [b"".join(payload)[: size // 2]]
-            fault = f"fault injected: connection dropped after {size // 2} of {size} bytes"
-        self._log(
-            fields,
-            started,
-            status=200,
-            error=fault,
-            response_id=rendered.response_id,
-            usage={
+        logged = {
+            "response_id": rendered.response_id,
+            "usage": {
                 "input_tokens": result.input_tokens,
                 "cache_read_tokens": result.cache_read,
                 "cache_write_tokens": result.cache_write,
                 "cache_write_1h_tokens": result.cache_write_1h,
-                "output_tokens": answer.output_tokens,
-                "reasoning_tokens": answer.reply.reasoning_tokens,
+                "output_tokens": output_tokens,
+                "reasoning_tokens": reply.reasoning_tokens,
             },
-            wire_usage=rendered.wire_usage,
-            tool_calls=len(answer.reply.tool_calls),
-            tool_results=_new_tool_results(answer.parsed.conversation, answer.parsed.body),
-        )
+            "wire_usage": rendered.wire_usage,
+            "tool_calls": len(reply.tool_calls),
+            "tool_results": _new_tool_results(parsed.conversation, parsed.body),
+        }
+        return _Answer(reply, payload, rendered.body is not None, logged)
+
+    def _send(self, answer: _Answer, fields: dict[str, Any], started: float, headers: dict[str, str]) -> Response:
+        """Log the answer, then send it (cut halfway for an injected drop)."""
+        payload, fault = answer.payload, None
+        if answer.reply.fault == "drop":
+            size = sum(map(len, payload))
+            payload = [b"".join(payload)[: size // 2]]
+            fault = f"fault injected: connection dropped after {size // 2} of {size} bytes"
+        self._log(fields, started, status=200, error=fault, **answer.logged)
         if fault:
-            media = "application/json" if rendered.body is not None else "text/event-stream"
+            media = "application/json" if answer.json else "text/event-stream"
             return StreamingResponse(_frames(payload, cut=True), media_type=media, headers=headers)
-        if rendered.body is not None:
+        if answer.json:
             return Response(payload[0], media_type="application/json", headers=headers)
         return StreamingResponse(
             _frames(payload), media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
