@@ -1,7 +1,7 @@
 """Parse stage speed: the kit's transcript reader against ccusage on the same 250+ MB corpus.
 
     .venv/bin/python bench/parse.py [--mb 260] [--repeats 5] [--keep DIR] [--probes] [--floor]
-                                    [--only codex] [--case CASE]
+                                    [--only codex] [--case CASE] [--kit-only]
 
 Two corpora are written under a temporary folder (never the repository), one object per line in
 compact JSON (ccusage skips lines with spaces after separators):
@@ -44,7 +44,8 @@ Peers (``make bench-peers``): ccusage 20.0.24's native binary for both corpora (
 ``ccusage codex session``, which replaced the ``@ccusage/codex`` package, now a stub saying "use npx
 ccusage"), and ``@ccusage/codex`` 18.0.11, that package's last working release (Node).
 Exit status 1 when the kit misses the expected totals or differs from ccusage 20.0.24, 2 when that
-peer is not installed. ``--probes`` adds small cases outside the corpus where counting rules matter.
+peer is not installed (``--kit-only`` times the kit alone, without peers). ``--probes`` adds small cases outside the
+corpus where counting rules matter.
 """
 
 from __future__ import annotations
@@ -584,6 +585,10 @@ def bench(
             row |= {"totals equal": "yes" if got.agrees(kit) else "NO", "peer = expected": verdict(corpus, got)}
             row["ok"] = kit.agrees(corpus.expected) and (got.agrees(kit) or not peer.reference)
             rows.append(row)
+        if not tools:  # --kit-only: the kit's own times, no ratio
+            row = {"corpus": name, "case": case, "peer": "-", "MB": f"{corpus.bytes / MB:.1f}", "files": corpus.files}
+            row |= {"kit s": f"{kit_s:.3f}", "load": load, "ok": kit.agrees(corpus.expected)}
+            rows.append(row)
         print(table([{k: v for k, v in r.items() if k != "ok"} for r in rows if r["case"] == case]))
         print(f"kit = expected: {verdict(corpus, kit)}")
         print(
@@ -726,11 +731,14 @@ def main() -> int:
     ap.add_argument("--floor", action="store_true", help="also time the floor of a per-line reader (no logic)")
     ap.add_argument("--only", choices=["claude", "codex"], help="bench one corpus only (default: both)")
     ap.add_argument("--case", action="append", choices=list(TARGETS), help="bench these cases only (repeatable)")
+    ap.add_argument("--kit-only", action="store_true", help="time the kit alone, without the peers (not installed)")
     args = ap.parse_args()
-    if not os.access(CCUSAGE, os.X_OK):
-        print(f"ccusage not installed at {CCUSAGE}: run `make bench-peers`", file=sys.stderr)
+    if args.kit_only and (args.floor or args.probes):
+        ap.error("--floor and --probes need the peers; --kit-only runs without them")
+    if not args.kit_only and not os.access(CCUSAGE, os.X_OK):
+        print(f"ccusage not installed at {CCUSAGE}: run `make bench-peers` (or pass --kit-only)", file=sys.stderr)
         return 2
-    tools = {name: [p for p in group if p.program.exists()] for name, group in peers().items()}
+    tools = {name: [p for p in group if p.program.exists() and not args.kit_only] for name, group in peers().items()}
     base = args.keep or Path(tempfile.mkdtemp(prefix="kit-bench-parse-"))
     home = base / "home"
     home.mkdir(parents=True, exist_ok=True)

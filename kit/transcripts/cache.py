@@ -2,12 +2,12 @@
 
 A history of many GB is read again every time a notebook cell or ``python -m kit history`` runs,
 though almost all of it is unchanged. So each file's rows are kept, as the reader produced them and
-before the deduplication across files, under a cache folder (pickled segments and an index), keyed
+before the deduplication across files, under a cache folder (segments and an index), keyed
 by the file's path, size, modification and change times, inode and a content check (a CRC of its
 first and last ``BLOCK`` bytes). A re-run reads only the files whose key changed: new files, rewritten
 files, read whole, and grown files. The readers keep state across a file's lines (a response's later
 lines, its paired usage line, the turn a prompt opens), so the Claude session and Codex rollout readers
-hand back their state at the end of a file (``RESUMABLE``), kept pickled with its rows; a file that
+hand back their state at the end of a file (``RESUMABLE``), kept with its rows; a file that
 only grew (same inode, the bytes read before unchanged: their CRC-32, ``_resumable``) has only its
 appended lines read, from that state, and all its rows made again from it. What needs several
 files at once — a Claude response repeated in another session file, the ``api-request`` lines
@@ -22,6 +22,15 @@ the previous tables when no file changed, and the unchanged files' rows without 
 when some did. Files to read are split over processes when there is more than one core and enough
 bytes to pay for them. Nothing is ever written next to the transcripts (raw artifacts are never
 modified, docs/design.md).
+
+Nothing in the folder can run code when read: rows are Arrow IPC files of plain columns (``_arrow``,
+``_frame``: no pandas metadata, no extension type), the index, pieces and reader states MessagePack
+decoded into their declared types (``_Index``, ``Piece``, the readers' ``STATE``); nothing is pickled.
+The index keeps the SHA-256 of every segment file, checked before the file is decoded. As ssh does with
+its own files, a folder or file not the user's own, or writable by group or others, is not used: not
+read, not written. Whatever is not to be trusted (that, a digest that does not match, a file that does
+not decode as written, an earlier version's pickles) means the files are read in full, and the user is
+told once, by an issue naming the folder (``_tell``). The folder is made 0700, its files 0600.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ import hashlib
 import itertools
 import multiprocessing
 import os
-import pickle
+import stat
 import threading
 import time
 import uuid
@@ -45,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped]  # no stubs; used for slices of string columns (_take)
@@ -62,7 +72,9 @@ PARALLEL_MIN_BYTES = 32 << 20  # below this, starting processes costs more than 
 MAX_SEGMENTS = 16  # more segments than this are merged into one
 MAX_RUNS = 64  # a gather of more runs of consecutive rows than this takes rows one by one (``_runs``)
 MAX_CHUNKS = 128  # string columns gathered in more Arrow chunks than this are made one each (``_cut``)
-INDEX = "index.pkl"
+INDEX = "index.msgpack"
+OLD = ("index.pkl", "seg-*.rows.pkl", "seg-*.pieces.pkl")  # an earlier format: pickles, never read
+FOLDER_MODE, FILE_MODE = 0o700, 0o600  # the cache is the user's alone (``_own_folder``, ``_put``)
 Key = tuple[int, int, int, int, int]
 Blocks = dict[tuple[type, Any, Any], tuple[list[str], Any, Any]]  # columns stacked by kind (``_stacked``)
 MASKED = (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArray)  # numpy values and a mask
@@ -71,7 +83,7 @@ MASKED = (pd.arrays.IntegerArray, pd.arrays.FloatingArray, pd.arrays.BooleanArra
 def _version() -> str:
     """A hash of the reader code (with the framing and token counts the readers take from ``kit.framing`` and
     ``kit.tokens``), the canonical schema and the pandas and pyarrow versions: a cache written by other
-    readers is not used, nor frames pickled by other libraries (segments are pickled: ``_write``)."""
+    readers is not used, nor frames written by other libraries (``_write``)."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256(f"pandas {pd.__version__} pyarrow {pa.__version__}".encode())
     kit = here.parent
@@ -121,8 +133,8 @@ class Piece:
     tool_rows: tuple[int, int]
     attrs: dict[str, list]
     issues: list[dict]
-    ids: Any = None  # claude_session's per-file ids, for the deduplication across files
-    state: bytes | None = None  # the reader's pickled state at the end of the file (``RESUMABLE``), else None
+    ids: claude_session._Ids | None = None  # claude_session's per-file ids, for the deduplication across files
+    state: bytes | None = None  # the reader's state at the end of the file (``RESUMABLE``, MessagePack), else None
     at: tuple[int, int] | None = None  # with a state: the bytes it read and their CRC-32 (``_resumable``)
 
 
@@ -190,24 +202,32 @@ class Store:
     pending: tuple | None = None  # (segments, pieces) to write
     settled: dict[str, Key] = field(default_factory=dict)  # keys whose stat alone now vouches for them (_keys)
     layout: _Layout | None = None  # where each file's rows are in the last tables of one format (``_spliced``)
+    digests: dict[str, str] = field(default_factory=dict)  # each segment file's SHA-256 (``_Index``), as written
 
     def load(self) -> None:
-        """Read the index and its segments; an unreadable or outdated cache is ignored (read again, rewritten)."""
+        """Read the index and its segments. An outdated cache (other reader code) is ignored; one that cannot be
+        trusted (a file not the user's own or writable by others, a digest that does not match, a file that does
+        not decode as the kit writes it) is ignored and the user told (``_tell``); either is read again, and
+        rewritten. An earlier version's pickles are removed unread (``_drop_old``)."""
         folder = self.folder
         if folder is None:
             return
+        _drop_old(folder)
         try:
-            with open(folder / INDEX, "rb") as handle:
-                index = pickle.load(handle)
-            if index.get("version") != VERSION:
+            index = _decoded(_read_own(folder / INDEX), _Index, INDEX)
+            if index.version != VERSION:
                 return
-            live: dict[str, str] = index["live"]
-            segments = {name: _read_segment(folder, name) for name in set(live.values())}
-            kept = {name: _read_pieces(folder, name) for name in segments}
-            pieces = {path: kept[name][path] for path, name in live.items()}
-        except Exception:  # any damage to a cache means reading the files again, never failing
+            names = set(index.live.values())
+            segments = {name: _read_segment(folder, name, index.digests) for name in names}
+            kept = {name: _read_pieces(folder, name, index.digests) for name in names}
+            pieces = {path: kept[name][path] for path, name in index.live.items()}
+        except FileNotFoundError:  # no cache yet, or another process's write removed a segment since
+            return
+        except (Refused, KeyError) as exc:  # KeyError: the index names a file or piece its segments lack
+            _tell(folder, str(exc) if isinstance(exc, Refused) else f"{INDEX} and its segments disagree")
             return
         self.pieces, self.segments = pieces, segments
+        self.digests = {part: index.digests[part] for name in names for part in _files(name)}
 
     def add(self, name: str, segment: Segment, pieces: dict[str, Piece]) -> None:
         """Take in a pass's rows, let go of segments no piece uses, and write them and the index.
@@ -262,56 +282,227 @@ class Store:
         if self.folder is None:
             return
         try:
-            _write(self.folder, segments, pieces)
-        except OSError as exc:
+            _write(self.folder, segments, pieces, self.digests)
+        except (OSError, Refused, TypeError, ValueError, msgspec.EncodeError) as exc:  # an int beyond 64 bits
             warnings.warn(f"parse cache {self.folder} not written: {exc}", stacklevel=1)
 
 
-def _read_pieces(folder: Path, name: str) -> dict[str, Piece]:
-    with open(folder / f"{name}.pieces.pkl", "rb") as handle:
-        return pickle.load(handle)
+class _Index(msgspec.Struct, forbid_unknown_fields=True):
+    """``INDEX``: the reader code the cache was written by (``VERSION``), each file's segment, and the digest
+    (SHA-256) of each live segment's files (``_files``), checked before any of them is decoded."""
+
+    version: str
+    live: dict[str, str]
+    digests: dict[str, str]
 
 
-def _read_segment(folder: Path, name: str) -> Segment:
-    with open(folder / f"{name}.rows.pkl", "rb") as handle:
-        requests, tools = pickle.load(handle)
-    return Segment(requests, tools)
+class Refused(Exception):
+    """A cache folder or file that is not to be trusted; the message says which and why."""
 
 
-def _write(folder: Path, segments: dict[str, Segment], pieces: dict[str, Piece]) -> None:
-    """The new segments' rows and pieces, then the index, then the old segments' files removed.
+def _files(name: str) -> tuple[str, str, str]:
+    """A segment's files: its request rows and tool rows (Arrow IPC), and its pieces (MessagePack)."""
+    return f"{name}.requests.arrow", f"{name}.tools.arrow", f"{name}.pieces.msgpack"
 
-    Rows are pickled, not written as Parquet: this runs in a thread beside the caller, and Parquet's
-    conversion from pandas holds the interpreter lock about ten times as long (8 ms against under 1 ms
-    for a warm re-read's few files), time taken from whatever the caller does next.
+
+def _untrusted(st: os.stat_result) -> str | None:
+    """Why a cache folder or file with this ``stat`` is not to be used, as ssh judges its own files: not owned
+    by this process's user, or writable by group or others (either could have planted what it holds)."""
+    if st.st_uid != os.geteuid():
+        return f"is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def _folder_refusal(folder: Path) -> str | None:
+    """Why ``folder`` is not to be used as a cache (``_untrusted``, or not a folder); None if it is, or is not there."""
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be checked ({exc.strerror})"
+    return "is not a folder" if not stat.S_ISDIR(st.st_mode) else _untrusted(st)
+
+
+def _read_own(path: Path) -> bytes:
+    """The bytes of a cache file that is the user's own (``_untrusted``), not followed through a link.
+    Raises ``FileNotFoundError`` where there is none, ``Refused`` for any other reason not to read it."""
+    try:
+        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NOFOLLOW)) as handle:
+            st = os.fstat(handle.fileno())
+            why = "is not a regular file" if not stat.S_ISREG(st.st_mode) else _untrusted(st)
+            if why is not None:
+                raise Refused(f"{path.name} {why}")
+            return handle.read()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise Refused(f"{path.name} cannot be read ({exc.strerror})") from exc
+
+
+def _checked(folder: Path, part: str, digests: dict[str, str]) -> bytes:
+    """A segment file's bytes, once their digest is the one the index keeps (``Refused`` if not)."""
+    data = _read_own(folder / part)
+    if hashlib.sha256(data).hexdigest() != digests[part]:
+        raise Refused(f"{part} does not match its digest in {INDEX} (changed since written)")
+    return data
+
+
+def _decoded(data: bytes, kind: Any, what: str) -> Any:
+    """``data`` decoded from MessagePack into ``kind`` (``Refused`` if it does not decode as the kit wrote it)."""
+    try:
+        return msgspec.msgpack.decode(data, type=kind, dec_hook=_decode_hook)
+    except msgspec.DecodeError as exc:
+        raise Refused(f"{what} does not decode as the kit writes it ({exc})") from exc
+
+
+def _encode_hook(value: object) -> object:
+    """What MessagePack lacks of a reader's state or a piece: paths, as text."""
+    if isinstance(value, Path):
+        return str(value)
+    raise NotImplementedError(type(value))
+
+
+def _decode_hook(kind: type, value: object) -> object:
+    """A path from its text; a field typed ``object`` (a value as the transcript gave it) as it decoded."""
+    if kind is object:
+        return value
+    if kind is Path and isinstance(value, str):
+        return Path(value)
+    raise NotImplementedError(kind)
+
+
+def _read_pieces(folder: Path, name: str, digests: dict[str, str]) -> dict[str, Piece]:
+    part = _files(name)[2]
+    return _decoded(_checked(folder, part, digests), dict[str, Piece], part)
+
+
+def _read_segment(folder: Path, name: str, digests: dict[str, str]) -> Segment:
+    requests, tools, _ = _files(name)
+    return Segment(*(_frame(_checked(folder, part, digests), part) for part in (requests, tools)))
+
+
+FROM_ARROW = {arrow: dtype for dtype, arrow in schema.ARROW_TYPES.items()}  # the column types the cache writes
+
+
+def _arrow(frame: pd.DataFrame) -> pa.Buffer:
+    """``frame`` as an Arrow IPC file: each column as its Arrow array (``schema.ARROW_TYPES``: counts, floats and
+    flags with their nulls, strings as they are held), no pandas metadata. A column of another dtype raises
+    ``TypeError``: nothing is written that ``_frame`` would not take back as it was."""
+    arrays = []
+    for name, column in frame.items():
+        array, kind = column.array, str(column.dtype)
+        if kind not in schema.ARROW_TYPES or not hasattr(array, "__arrow_array__"):
+            raise TypeError(f"column {name!r} of dtype {kind} is not one the parse cache keeps")
+        found = array.__arrow_array__()
+        arrays.append(found if found.type == schema.ARROW_TYPES[kind] else found.cast(schema.ARROW_TYPES[kind]))
+    table = pa.Table.from_arrays(arrays, names=[str(name) for name in frame.columns])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _frame(data: bytes, what: str) -> pd.DataFrame:
+    """The frame ``_arrow`` wrote: each column's Arrow type must be one it writes (``FROM_ARROW``), without field
+    metadata, so that no extension type (whose deserializer could run code: pyarrow's old ``PyExtensionType``
+    unpickled) is ever looked up; each becomes its pandas dtype's array (``__from_arrow__``)."""
+    try:
+        table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+    except (pa.ArrowException, ValueError, OSError) as exc:
+        raise Refused(f"{what} is not an Arrow file the kit wrote ({exc})") from exc
+    cells: dict[str, Any] = {}
+    for column, found in zip(table.schema, table.columns, strict=True):
+        kind = FROM_ARROW.get(column.type) if not isinstance(column.type, pa.ExtensionType) else None
+        if kind is None or column.metadata or column.name in cells:
+            raise Refused(f"{what}: column {column.name!r} ({column.type}) is not one the kit writes")
+        cells[column.name] = schema.PANDAS_TYPES[kind].__from_arrow__(found)
+    return pd.DataFrame(cells, columns=list(cells), copy=False)
+
+
+def _write(folder: Path, segments: dict[str, Segment], pieces: dict[str, Piece], digests: dict[str, str]) -> None:
+    """The new segments' rows and pieces, then the index with their digests, then the old segments' files removed.
+
+    Rows are written as Arrow IPC, not Parquet: this runs in a thread beside the caller, and Parquet's
+    conversion from pandas holds the interpreter lock about ten times as long; an Arrow file of the
+    frames' own arrays is their buffers copied once. ``digests`` (the store's) gains the new files'.
     """
-    folder.mkdir(parents=True, exist_ok=True)
+    _own_folder(folder)
     for name, seg in segments.items():
-        if (folder / f"{name}.pieces.pkl").exists():
+        parts = _files(name)
+        if all(part in digests and (folder / part).exists() for part in parts):
             continue
-        _atomic(folder / f"{name}.rows.pkl", functools.partial(_pickle, value=(seg.requests, seg.tools)))
         own = {path: piece for path, piece in pieces.items() if piece.segment == name}
-        _atomic(folder / f"{name}.pieces.pkl", functools.partial(_pickle, value=own))
-    index = {"version": VERSION, "live": {path: piece.segment for path, piece in pieces.items()}}
-    _atomic(folder / INDEX, functools.partial(_pickle, value=index))
+        kept = msgspec.msgpack.encode(own, enc_hook=_encode_hook)
+        for part, data in zip(parts, (_arrow(seg.requests), _arrow(seg.tools), kept), strict=True):
+            digests[part] = _put(folder / part, data)
+    live = {part for name in segments for part in _files(name)}
+    for part in set(digests) - live:
+        del digests[part]
+    index = _Index(VERSION, {path: piece.segment for path, piece in pieces.items()}, dict(digests))
+    _put(folder / INDEX, msgspec.msgpack.encode(index))
     for stale in folder.glob("seg-*"):
         if stale.name.split(".")[0] not in segments:
             stale.unlink(missing_ok=True)
 
 
-def _pickle(path: Path, value: object) -> None:
-    path.write_bytes(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+def _own_folder(folder: Path) -> None:
+    """Make the cache folder, for this user alone (mode 0700); ``Refused`` if it is there and not to be used."""
+    why = _folder_refusal(folder)
+    if why is not None:
+        raise Refused(f"{folder} {why}")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with suppress(FileExistsError):
+        folder.mkdir(mode=FOLDER_MODE)
+    why = _folder_refusal(folder)  # made by another process meanwhile
+    if why is not None:
+        raise Refused(f"{folder} {why}")
+
+
+def _put(target: Path, data: bytes | pa.Buffer) -> str:
+    """Write ``data`` through a temporary name (mode 0600, not through a link) and rename it, so that another
+    process never reads half a file; its SHA-256, for the index."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with open(fd, "wb", closefd=False) as handle:
+            handle.write(data)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, target)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _drop_old(folder: Path) -> None:
+    """Remove, unread, what an earlier version left (``OLD``: pickles, which could run code when loaded), and say
+    so once."""
+    old = [path for pattern in OLD for path in folder.glob(pattern)]
+    for path in old:
+        path.unlink(missing_ok=True)
+    if old:
+        _tell(folder, f"{len(old)} file(s) of an earlier cache format (pickle) removed unread")
+
+
+_TOLD: set[str] = set()  # folders the user was told about in this process
+_NOTES: list[dict] = []  # what to tell, for the next tables (``tables``: ``attrs["issues"]``)
+
+
+def _tell(folder: Path, why: str) -> None:
+    """Tell the user once per folder and process, as an issue of the next tables (one located line)."""
+    if str(folder) not in _TOLD:
+        _TOLD.add(str(folder))
+        reason = f"parse cache: {why}; the transcripts are read without it"
+        _NOTES.append({"source_path": str(folder), "source_line": 0, "reason": reason})
 
 
 def _name() -> str:
     return f"seg-{uuid.uuid4().hex[:12]}"
-
-
-def _atomic(target: Path, write: Callable[[Path], object]) -> None:
-    """Write through a temporary name and rename, so that another process never reads half a file."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    write(tmp)
-    os.replace(tmp, target)
 
 
 def _tool_frame(rows: list[dict]) -> pd.DataFrame:
@@ -369,6 +560,10 @@ def store(folder: str | Path | None) -> Store:
         return Store(None)
     folder = Path(folder).expanduser().resolve()
     if str(folder) not in _STORES:
+        why = _folder_refusal(folder)
+        if why is not None:  # not read, not written: each call reads the files (the user is told once)
+            _tell(folder, f"{folder} {why}")
+            return Store(None)
         _settle(folder)
         found = Store(folder)
         found.load()
@@ -392,16 +587,28 @@ def _read_one(
         issues = Issues()
         return READERS[fmt].read([path], issues, tools), None, issues.items, None, None
     reader = RESUMABLE[fmt]
-    state = pickle.loads(resume) if resume is not None else reader.start(path, Issues(), tools, crc=keep)
+    state = _resumed(reader.STATE, resume) if resume is not None else None
+    if state is None:
+        state = reader.start(path, Issues(), tools, crc=keep)
     reader.scan(state)
     snapshot, at = None, None
     if keep and state.at.resumable:
-        snapshot, at = pickle.dumps(state, pickle.HIGHEST_PROTOCOL), (state.at.offset, state.at.crc)
+        with suppress(TypeError, ValueError, msgspec.EncodeError):  # an int beyond 64 bits: no state, read whole
+            snapshot, at = msgspec.msgpack.encode(state, enc_hook=_encode_hook), (state.at.offset, state.at.crc)
     if fmt == claude_session.FORMAT:
         parsed, ids = claude_session.finish(state)
     else:
         parsed, ids = state.finish(), None
     return parsed, ids, state.issues.items, snapshot, at
+
+
+def _resumed(kind: type, data: bytes) -> Any:
+    """A kept reader state decoded into its type (MessagePack, by the reader's ``STATE``: no pickle); None, for the
+    file to be read whole, if it does not decode so (its bytes matched their digest: other reader code)."""
+    try:
+        return msgspec.msgpack.decode(data, type=kind, dec_hook=_decode_hook)
+    except msgspec.DecodeError:
+        return None
 
 
 Work = tuple[str, str, bytes | None]  # format, path, state to resume from (``_read_one``)
@@ -570,12 +777,13 @@ class _Take:
 def _claude_group(pieces: list[Piece]) -> tuple[list[dict[str, list]], list[set[int]], list[dict]]:
     """claude_session.read's steps across files, on the ids the pieces keep: each piece's attrs with its
     requests check, the cycles dropped as repeats of another file's responses, and ``attrs["repeats"]``."""
-    answered = set().union(*(p.ids.answered for p in pieces))
-    dropped, repeats = claude_session.repeated([p.ids for p in pieces])
+    ids = [_ids(piece) for piece in pieces]
+    answered = set().union(*(found.answered for found in ids))
+    dropped, repeats = claude_session.repeated(ids)
     attrs, cycles = [], []
-    for index, piece in enumerate(pieces):
+    for index, (piece, found_ids) in enumerate(zip(pieces, ids, strict=True)):
         rows = piece.rows[1] - piece.rows[0]
-        check = claude_session._requests_check(piece.ids.path, piece.ids.sent, answered, rows)
+        check = claude_session._requests_check(found_ids.path, found_ids.sent, answered, rows)
         own = dropped.get(index, set())
         found = claude_session.without(piece.attrs, rows, own) if own else dict(piece.attrs)
         found["crosscheck"] = check
@@ -590,7 +798,13 @@ def _kept(piece: Piece, dropped: set[int], seg: Segment) -> tuple[_Take, list[in
     if not dropped:
         return take, None
     take.keep = ~np.isin(np.asarray(seg.cycles(piece.rows), dtype=np.int64), list(dropped))
-    return take, [i for i, caller in enumerate(piece.ids.callers) if caller not in dropped]
+    return take, [i for i, caller in enumerate(_ids(piece).callers) if caller not in dropped]
+
+
+def _ids(piece: Piece) -> claude_session._Ids:
+    """A claude_session piece's ids (every piece of that format has them: ``_read_one``)."""
+    assert piece.ids is not None, f"a {claude_session.FORMAT} piece keeps its ids"
+    return piece.ids
 
 
 def _gather(takes: list[_Take], segments: dict[str, Segment], part: str, empty: Callable) -> pd.DataFrame:
@@ -1024,6 +1238,8 @@ def tables(
     else:
         requests, tool_frame, attrs, memo = _tables(files, names, format, tools, st, keys, issues)
         st.memo = (signature, requests, tool_frame, attrs, list(issues.items)) if memo else None
+    while _NOTES:  # what the cache has to tell, once (``_tell``): not a transcript's issue, so never strict
+        issues.items.append(_NOTES.pop(0))
     attrs = {**attrs, "issues": issues.items}
     requests = requests.copy(deep=False)  # copy-on-write (pandas 3)
     if tool_paths:

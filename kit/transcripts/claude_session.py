@@ -289,10 +289,11 @@ def _prompt(line: _Line) -> bool:
 class _State:
     """A file's reading state after its last line: what reading lines appended later starts from.
 
-    The parse cache keeps it (pickled) with the file's rows, so that a grown session file has only its
-    new lines read (``scan`` with this state) and the same rows come out as from reading it whole:
-    a later line can still complete an earlier response, a tool result can answer an earlier call,
-    and a prompt can open the next turn. ``issues`` are the lines' own; ``finish`` adds its own to them.
+    The parse cache keeps it (as MessagePack, decoded by these types: ``STATE``, never pickled) with the
+    file's rows, so that a grown session file has only its new lines read (``scan`` with this state) and
+    the same rows come out as from reading it whole: a later line can still complete an earlier response,
+    a tool result can answer an earlier call, and a prompt can open the next turn. ``issues`` are the
+    lines' own; ``finish`` adds its own to them.
     """
 
     path: Path
@@ -306,6 +307,14 @@ class _State:
     prompted: bool = False
     sent: dict[str, int] = field(default_factory=dict)  # api-request id -> line
     answered: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        """The responses report into the state's issues, one list: a decoded state (the cache's) comes with a
+        copy of them in ``responses``, which this replaces."""
+        self.responses.issues = self.issues
+
+
+STATE = _State  # the type the parse cache decodes a kept state into (``kit.transcripts.cache``)
 
 
 def start(path: Path, issues: Issues, tools: bool, crc: bool = False) -> _State:

@@ -173,7 +173,7 @@ def start(path: Path, issues: Issues, tools: bool, crc: bool = False) -> _File:
 
 def scan(state: _File) -> _File:
     """Read the file's lines after ``state.at`` into ``state`` and return it. The parse cache keeps the
-    state (pickled) with the file's rows, so that a grown rollout has only its new lines read: a later
+    state (``STATE``, as MessagePack) with the file's rows, so that a grown rollout has only its new lines read: a later
     line can still pair with an earlier response's usage, re-emit its event or answer its call."""
     line, unused = state.line, None if state.want_tools else REQUESTS_ONLY
     for number, record in records(state.path, state.issues, DECODER, state.at, unused):
@@ -295,7 +295,7 @@ class _Response:
     usage: object
     output: _Output
     turn: int | None
-    model: str | None
+    model: object  # as the rollout gives it (the cache decodes the state by these types: ``STATE``)
     source: str  # RECORD or COUNT: the line the usage is taken from
     quota: dict[str, float]  # used percent per window, from the response's ``token_count``
     key: tuple | None  # ``_key(usage)``
@@ -312,18 +312,22 @@ def _key(usage: object) -> tuple | None:
 
 @dataclass
 class _File:
-    """A rollout's reading state: what its lines so far said, and where the next line starts (``at``)."""
+    """A rollout's reading state: what its lines so far said, and where the next line starts (``at``).
+
+    The parse cache keeps it as MessagePack and decodes it by these types (``STATE``, no pickle), so a field
+    holding a value as the rollout gives it (any JSON) is typed ``object``: a narrower type would refuse it.
+    """
 
     path: Path
     issues: Issues
     want_tools: bool
     at: Position = field(default_factory=Position)
-    session_id: str | None = None
-    cli_version: str | None = None
+    session_id: object = None
+    cli_version: object = None
     fork_ms: int | None = None
     replaying: bool = False
-    model: str | None = None
-    turn_ids: list[str] = field(default_factory=list)
+    model: object = None
+    turn_ids: list[object] = field(default_factory=list)
     responses: list[_Response] = field(default_factory=list)
     current: _Output = field(default_factory=_Output)
     response_ids: set[str] = field(default_factory=set)
@@ -332,7 +336,7 @@ class _File:
     replay_idents: set[bytes] = field(default_factory=set)
     baseline: dict | None = None
     last_total: tuple[int, dict] | None = None
-    calls: dict[str, tuple[str | None, int]] = field(default_factory=dict)
+    calls: dict[str, tuple[object, int]] = field(default_factory=dict)  # call id -> (its tool's name as given, cycle)
     open_calls: set[str] = field(default_factory=set)  # calls whose output has not come yet
     open_cells: set[str] = field(default_factory=set)  # the Code Mode cells among them
     failed: set[str] = field(default_factory=set)  # open calls a failed command was reported for
@@ -639,3 +643,6 @@ class _File:
             )
         )
         return out
+
+
+STATE = _File  # the type the parse cache decodes a kept state into (``kit.transcripts.cache``)
