@@ -23,6 +23,7 @@ import yaml
 
 from kit.errors import KitError
 from kit.jsontypes import JsonObject
+from kit.names import NAME_RULE, is_name
 from kit.provider.policy import CACHE_BUST_TOOL
 
 ORDERS = ("alternate", "random", "blocked")
@@ -126,6 +127,10 @@ def cache_bust_tool_name(trial_nonce: str) -> str:
 
 
 def trial_id(arm: str, run: int) -> str:
+    """``r<run>-<arm>``: a trial's folder name (``raw/<trial_id>/``) and its key in the provider log, so the
+    arm must be a name that is one path component (``kit.names``; the parameters are checked first)."""
+    if not is_name(arm):
+        raise ParamError("arms", f"{arm!r} cannot name a trial", f"arm names of {NAME_RULE}")
     return f"r{run:02d}-{arm}"
 
 

@@ -25,6 +25,7 @@ import pandas as pd
 
 from kit.design import ParamError
 from kit.errors import InputError
+from kit.names import child
 from kit.records import Design, Manifest, TrialMeta, decode_design, decode_manifest, decode_trial_meta
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +86,8 @@ class BatchDir:
         return self.manifest.is_file()
 
     def trial(self, trial_id: str) -> Path:
-        return self.raw / trial_id
+        """``raw/<trial_id>``, refused (``OutsideRoot``) unless the id is one path component inside ``raw/``."""
+        return child(self.raw, trial_id)
 
     def trial_dirs(self) -> list[Path]:
         """Completed trial folders (those with a meta.json), in name order."""

@@ -23,6 +23,7 @@ import yaml
 from kit.backends import NAMES as BACKEND_NAMES
 from kit.design import ISOLATION_MODES, ORDERS, ParamError
 from kit.jsontypes import ParamValues
+from kit.names import NAME_RULE, is_name
 
 ENDPOINTS = ("embedded", "real")
 RETENTIONS = ("in_memory", "24h")  # OpenAI's prompt_cache_retention values (openai-python 3.57 types)
@@ -59,27 +60,27 @@ _BASELINE = Param(
 )
 
 
+def _names(v: Any) -> bool:
+    """A non-empty list of names that each become a path component (``kit.names``: arms, in trial ids)."""
+    return _str_list(v) and all(is_name(x) for x in v)
+
+
 # How kit.stats.should_continue names a valid stop rule: the run stage refuses every bad rule in these words.
-def _folder_name(v: str) -> bool:
-    """A batch folder's name: one path component of letters, digits, '-', '_' and '.' (never '.' or '..')."""
-    return all(c.isalnum() or c in "-_." for c in v) and v not in ("", ".", "..")
-
-
 STOP_RULE = "{max_runs_per_arm: N, precision: 1.5 and/or exclude_one: true}"
 RUN = [
     Param(
         "batch",
         (str,),
-        "a folder name (letters, digits, '-', '_', '.') or None for a new id",
-        _folder_name,
+        f"a folder name ({NAME_RULE}), or None for a new id",
+        is_name,
         optional=True,
     ),
-    Param("task", (str,), "a task pack name", lambda v: bool(v)),
+    Param("task", (str,), f"a task pack name ({NAME_RULE})", is_name),
     Param(
         "arms",
         (list,),
-        "a non-empty list of arm names, at least two distinct",
-        lambda v: _str_list(v) and len(set(v)) == len(v) >= 2,
+        f"a list of at least two distinct arm names, each {NAME_RULE}",
+        lambda v: _names(v) and len(set(v)) == len(v) >= 2,
     ),
     Param("runs_per_arm", (int,), "an integer >= 1", lambda v: v >= 1),
     Param("order", (str,), f"one of {list(ORDERS)}", _choices(ORDERS)),
@@ -107,7 +108,7 @@ RUN = [
     Param("concurrency", (int,), "an integer from 1 to 16", lambda v: 1 <= v <= 16),
     Param("outputs_dir", (str,), "a folder path", lambda v: bool(v)),
     Param("task_options", (dict,), "a mapping of the task's options"),
-    Param("arm_defs", (dict,), "a mapping arm name -> arm definition"),
+    Param("arm_defs", (dict,), f"a mapping arm name ({NAME_RULE}) -> arm definition", lambda v: all(map(is_name, v))),
     Param("backend_options", (dict,), "a mapping of backend options (e.g. codex_bin, claude_bin, effort)"),
     Param("retry_failed", (bool,), "true or false"),
     Param("profile", (str,), "a cache profile name, or None for the backend's default", lambda v: bool(v), True),
@@ -128,8 +129,8 @@ RUN = [
 _BATCH = Param(
     "batch",
     (str,),
-    "a batch folder name under outputs_dir, or None for the latest batch",
-    _folder_name,
+    f"a batch folder name under outputs_dir ({NAME_RULE}), or None for the latest batch",
+    is_name,
     optional=True,
 )
 _OUTPUTS_DIR = Param("outputs_dir", (str,), "a folder path", lambda v: bool(v))

@@ -9,6 +9,7 @@ cache engine the provider uses, so a reader sees that one uncached ratio is a po
 from __future__ import annotations
 
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +21,7 @@ from kit import cachemodel, metrics, occupancy, occupancy_block, pricing, stats
 from kit.design_table import arm_settings
 from kit.errors import InputError
 from kit.layout import BatchDir, batch_paths, write_design, write_table
+from kit.lock import batch_lock
 from kit.records import UNSET, Analysis, Design, Manifest, StopRule
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
@@ -184,7 +186,34 @@ def analyze_batches(
     seed: int = 0,
     out_dir: Path | None = None,
 ) -> Analysis:
-    """Compute and write ``analysis/*.csv`` (into the first batch unless ``out_dir``)."""
+    """Compute and write ``analysis/*.csv`` (into the first batch unless ``out_dir``), holding that batch's
+    lock (``kit.lock``) while it does."""
+    with nullcontext() if out_dir is not None else batch_lock(Path(batch_dirs[0])):
+        return _analyze(
+            batch_dirs,
+            baseline=baseline,
+            n_resamples=n_resamples,
+            confidence=confidence,
+            allow_stitch=allow_stitch,
+            warmth_levels=warmth_levels,
+            window_tokens=window_tokens,
+            seed=seed,
+            out_dir=out_dir,
+        )
+
+
+def _analyze(
+    batch_dirs: list[Path],
+    *,
+    baseline: str | None,
+    n_resamples: int,
+    confidence: float,
+    allow_stitch: bool,
+    warmth_levels: int,
+    window_tokens: int,
+    seed: int,
+    out_dir: Path | None,
+) -> Analysis:
     data = load(batch_dirs)
     design = design_of(data.manifests)
     arms = list(design.arms)

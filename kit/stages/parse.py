@@ -21,6 +21,7 @@ import pandas as pd
 
 from kit import metrics, transcripts
 from kit.layout import BatchDir, batch_path, write_table
+from kit.lock import batch_lock
 from kit.schema import (
     CODE_MODE,
     ISSUE_COLUMNS,
@@ -68,8 +69,13 @@ def _trial_meta(bd: BatchDir) -> pd.DataFrame:
 
 
 def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame]:
-    """Read every trial; write and return requests, trials, tool_results, parse_issues, segments, events."""
-    bd = BatchDir(Path(batch_dir))
+    """Read every trial; write and return requests, trials, tool_results, parse_issues, segments, events.
+    Holds the batch's lock (``kit.lock``): a run still writing trials would be read half-done."""
+    with batch_lock(Path(batch_dir)):
+        return _parse_batch(BatchDir(Path(batch_dir)), strict)
+
+
+def _parse_batch(bd: BatchDir, strict: bool) -> dict[str, pd.DataFrame]:
     meta_df = _trial_meta(bd)
     requests, tools, issues, segments, events = [], [], [], [], []
     for tdir in bd.trial_dirs():

@@ -15,6 +15,7 @@ import pandas as pd
 
 from kit import charts, report
 from kit.layout import BatchDir, batch_path, read_csv_as_written, shown
+from kit.lock import batch_lock
 from kit.records import Design, Published
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
@@ -125,6 +126,11 @@ def publish(batch_dir: Path) -> Published:
     leaves no stale figure beside the report.
     """
     batch_dir = Path(batch_dir)
+    with batch_lock(batch_dir):
+        return _publish(batch_dir)
+
+
+def _publish(batch_dir: Path) -> Published:
     bd = BatchDir(batch_dir.resolve())
     d = _read(bd)
     design: Design = d["design"]
