@@ -64,6 +64,7 @@ from kit.provider.server import (
     _api_key,
     _error_response,
     _HttpError,
+    _is_anthropic,
     _TrialPrefix,
 )
 from kit.provider.service import LoopbackService, bind, discard, launch, temporary_log
@@ -136,12 +137,6 @@ def _target(upstream: str, raw_path: bytes, query: bytes) -> httpx.URL:
     if (url.scheme, url.host, url.port, url.userinfo) != (base.scheme, base.host, base.port, base.userinfo):
         raise _HttpError(400, f"request target {shown!r} refused: it would leave the upstream {upstream}")
     return url
-
-
-def _is_anthropic(scope: Scope) -> bool:
-    """Whether a request is answered in Anthropic's error shape: a Messages path (after any gateway prefix) or
-    an ``anthropic-version`` header; read off the scope, since a refused target may not make a URL."""
-    return "/v1/messages" in scope["path"] or any(name.lower() == b"anthropic-version" for name, _ in scope["headers"])
 
 
 def _is_loopback(url: str) -> bool:

@@ -146,8 +146,11 @@ def _error_response(
     return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def _is_anthropic(request: Request) -> bool:
-    return request.url.path.startswith("/v1/messages") or "anthropic-version" in request.headers
+def _is_anthropic(scope: Scope) -> bool:
+    """Whether a request is answered in Anthropic's shape: a Messages path (after any prefix: the proxy's
+    gateways, an absolute-form target) or an ``anthropic-version`` header. Read off the scope, since a
+    malformed target need not make a URL."""
+    return "/v1/messages" in scope["path"] or any(name.lower() == b"anthropic-version" for name, _ in scope["headers"])
 
 
 def _api_key(request: Request) -> str:
@@ -295,7 +298,7 @@ class ProviderApp:
     async def _http_exception(self, request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)
         message = f"{getattr(exc, 'detail', 'error')}: {request.method} {request.url.path}"
-        return _error_response(_is_anthropic(request), status, message, headers=self.headers())
+        return _error_response(_is_anthropic(request.scope), status, message, headers=self.headers())
 
     async def _unexpected(self, request: Request, exc: Exception) -> Response:
         """The catch-all: a failure no handler caught is a 500 in the API's shape, with a log line (model
@@ -304,7 +307,7 @@ class ProviderApp:
         trial = request.scope.get("kit_trial_id") or request.headers.get("x-kit-trial-id")
         line = record(t=self.clock(), endpoint=request.scope["path"], status=500, error=message, trial_id=trial)
         self.log.write(line)
-        return _error_response(_is_anthropic(request), 500, message, headers=self.headers())
+        return _error_response(_is_anthropic(request.scope), 500, message, headers=self.headers())
 
     def _endpoint(self, api: _Api) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -313,7 +316,7 @@ class ProviderApp:
         return endpoint
 
     async def models(self, request: Request) -> Response:
-        if _is_anthropic(request):
+        if _is_anthropic(request.scope):
             data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in MODELS]
             body: dict = {"data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]}
         else:
