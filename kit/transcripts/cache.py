@@ -399,6 +399,8 @@ def _arrow(frame: pd.DataFrame) -> pa.Buffer:
         found = array.__arrow_array__()
         arrays.append(found if found.type == schema.ARROW_TYPES[kind] else found.cast(schema.ARROW_TYPES[kind]))
     table = pa.Table.from_arrays(arrays, names=[str(name) for name in frame.columns])
+    if any(column.num_chunks > 1 for column in table.columns):  # one record batch: a column per batch to read back
+        table = table.combine_chunks()
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
