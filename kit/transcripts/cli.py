@@ -16,6 +16,7 @@ line.
 from __future__ import annotations
 
 import argparse
+import glob
 import sys
 from pathlib import Path
 
@@ -62,11 +63,17 @@ def trial_rows(trial: sources.Trial, format: str = "auto", strict: bool = False)
     return rows, issues + sources.check_others(trial, rows)
 
 
-def _batch_check(rows: pd.DataFrame, log: Path) -> list[dict]:
+SET_ASIDE = ("_failed", "_incomplete")  # where a resume moves earlier attempts (``kit.stages.run._set_aside``)
+
+
+def _batch_check(rows: pd.DataFrame, log: Path, started: dict[str, str]) -> tuple[list[dict], int]:
     """The batch-wide request log against the trials read, trial by trial; trials it has and the folder
-    lacks (never finished: no meta.json) are named in one line."""
+    lacks (never finished: no meta.json) are named in one line. ``started``: each trial's start (its
+    meta.json). Also how many logged responses were left out as earlier attempts' (``_earlier``)."""
     logged = read([log])
     issues = list(logged.attrs["issues"])
+    earlier = _earlier(logged, started, log.parent.parent)
+    logged = logged[~earlier].reset_index(drop=True)
     read_ids = set(rows["trial_id"].dropna())
     for trial_id, theirs in logged.groupby("trial_id", sort=True):
         if trial_id in read_ids:
@@ -75,21 +82,40 @@ def _batch_check(rows: pd.DataFrame, log: Path) -> list[dict]:
     if missing:
         reason = f"cross-check: responses logged for {len(missing)} trial(s) with no finished trial folder: "
         issues.append({"source_path": str(log), "source_line": 0, "reason": reason + ", ".join(missing)})
-    return issues
+    return issues, int(earlier.sum())
+
+
+def _earlier(logged: pd.DataFrame, started: dict[str, str], raw: Path) -> pd.Series:
+    """The logged responses of attempts a resume set aside (``raw/_failed/<trial>.N``, ``raw/_incomplete/<trial>.N``):
+    the batch-wide log keeps every attempt's lines, the trial folder only its last attempt's, which started
+    at its meta.json's ``started_at``. A line of a trial with an attempt set aside, logged before that start,
+    is an earlier attempt's; one of a trial without (nothing set aside) is kept, and compared."""
+    aside = {
+        trial_id
+        for trial_id in started
+        if any(next((raw / why).glob(f"{glob.escape(trial_id)}.*"), None) is not None for why in SET_ASIDE)
+    }
+    if not aside or logged.empty:
+        return pd.Series(False, index=logged.index)
+    when = pd.to_datetime(logged["started_at"], utc=True, errors="coerce", format="ISO8601")
+    start = pd.to_datetime(logged["trial_id"].map(lambda t: started.get(t) if t in aside else None), utc=True)
+    return (when < start).fillna(False).astype(bool)
 
 
 def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tuple[pd.DataFrame, list[dict], str]:
     """Rows of every path, every issue, and a line saying which kit folders were read and how."""
-    frames, issues, loose, trials, checks = [], [], [], 0, 0
+    frames, issues, loose, trials, checks, earlier = [], [], [], 0, 0, 0
     for path in paths:
         folders = sources.trial_folders(path) if path.is_dir() else None
         if folders is None:
             loose.append(path)
             continue
-        read_here = []
+        read_here, started = [], {}
         for folder in folders:
             trial = sources.trial(folder)
             issues += trial.issues
+            if isinstance(trial.meta.get("trial_id"), str) and isinstance(trial.meta.get("started_at"), str):
+                started[trial.meta["trial_id"]] = trial.meta["started_at"]
             if not trial.primary:
                 issues.append({"source_path": str(folder), "source_line": 0, "reason": "no transcript in trial folder"})
                 continue
@@ -100,8 +126,9 @@ def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tu
         trials += len(folders)
         log = sources.batch_log(path)
         if log is not None and read_here:
-            issues += _batch_check(pd.concat(read_here, ignore_index=True), log)
-            checks += 1
+            found, left_out = _batch_check(pd.concat(read_here, ignore_index=True), log, started)
+            issues += found
+            checks, earlier = checks + 1, earlier + left_out
         frames += read_here
     if loose:
         df = read(loose, format=format, strict=strict)
@@ -113,6 +140,8 @@ def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tu
     if trials:
         note = f"{trials} kit trial folder(s): each response read once, from its primary source; "
         note += f"{checks} other file(s) of the same responses cross-checked (disagreements listed below)"
+        if earlier:
+            note += f"; {earlier} response(s) the batch log holds of attempts set aside on resume left out"
     return schema.requests_frame(df.to_dict("records")), issues, note
 
 
