@@ -14,6 +14,8 @@ from pathlib import Path
 
 from kit.errors import InputError, KitError
 
+INTERRUPTED = "interrupted; run the same command again to resume"
+
 
 def _shown(path: Path) -> str:
     """``path`` relative to the working folder when below it (``outputs/<batch>``), else absolute."""
@@ -43,6 +45,9 @@ def _batch(argv: list[str]) -> int:
     except KitError as exc:  # a named, located mistake (ParamError, StageFailed …); a bug keeps its traceback
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # the run stage ended its CLIs; the trials it left unrecorded run on a resume
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
     print(f"batch folder: {_shown(folder)}")
     from kit.layout import BatchDir
 

@@ -29,7 +29,13 @@ class Pong(msgspec.Struct, frozen=True, kw_only=True):
     """What one ping reached (``python -m kit ping`` prints each field on its line)."""
 
     backend: Annotated[str, field_doc("the backend pinged")]
-    reached: Annotated[str, field_doc("the endpoint the request reached (the embedded provider says simulation)")]
+    reached: Annotated[
+        str,
+        field_doc(
+            "the endpoint that answered (the embedded provider says simulation); `nothing` and the address tried "
+            "when no model response came back"
+        ),
+    ]
     status: Annotated[str, field_doc("`ok` or `failed`, as a trial's status")]
     reason: Annotated[str, field_doc("why it failed (empty when it finished)")]
     answer: Annotated[str, field_doc("the first 200 characters of the model's answer")]
@@ -73,6 +79,8 @@ def ping(backend: str, endpoint: str = "embedded", model: str = "sim-ping") -> P
             with serve(profile=chosen.default_profile) as srv:
                 outcome = chosen.runner()(backend, spec(srv.trial_base_url("ping"), run.EMBEDDED_KEY))
                 reached = f"embedded provider at {srv.base_url} (simulation)"
+    if not outcome.cycles:  # no model response: the endpoint was tried, not reached (the reason says why)
+        reached = f"nothing (no model response from {reached})"
     return Pong(
         backend=backend,
         reached=reached,

@@ -16,14 +16,18 @@ stage stopped.
 from __future__ import annotations
 
 import ast
+import contextlib
+import errno
 import os
-import re
+import signal
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 import yaml
@@ -47,6 +51,8 @@ from kit.layout import (
     require_batch,
     shown,
 )
+from kit.lock import batch_lock
+from kit.names import NAME_RULE, is_name
 from kit.redact import redact_text
 
 NOTEBOOKS = ROOT / "notebooks"
@@ -56,8 +62,21 @@ class StageFailed(KitError, RuntimeError):
     """A notebook failed; ``notebook`` is the executed copy holding the error."""
 
     def __init__(self, stage: str, notebook: Path, cause: Exception) -> None:
-        super().__init__(f"stage {stage!r} failed: {_one_line(cause)}; see {shown(notebook)} (and .html)")
+        why = "the disk is full (No space left on device)" if _disk_full(cause) else _one_line(cause)
+        super().__init__(f"stage {stage!r} failed: {why}; see {shown(notebook)} (and .html)")
         self.stage, self.notebook = stage, notebook
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it came from, or the notebook's error it reports) is ENOSPC."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return True
+        if "[Errno 28]" in str(getattr(seen, "evalue", "")):  # raised in the kernel, reported by papermill
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _one_line(exc: Exception) -> str:
@@ -69,9 +88,24 @@ def _one_line(exc: Exception) -> str:
 class IPCKernelManager(AsyncKernelManager):
     """Kernels on Unix sockets, not TCP: ipykernel warns once per kernel that TCP runs unencrypted (the
     warning broke into ``kit batch``'s progress bar four times), and a local socket is the fix it names.
-    Each kernel's sockets get a unique absolute path, so concurrent batches and any kernel cwd agree."""
+    Each kernel's sockets get a unique absolute path, so concurrent batches and any kernel cwd agree.
+    Running kernels are listed (``running``), so that a Ctrl-C can reach the kernel (``run_stage``)."""
 
     transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+    running: ClassVar[set[int]] = set()  # the pids of the kernels started here and not yet shut down
+
+    async def _async_post_start_kernel(self, **kw: Any) -> None:
+        await super()._async_post_start_kernel(**kw)
+        pid = getattr(self.provisioner, "pid", None)
+        if isinstance(pid, int):
+            IPCKernelManager.running.add(pid)
+            self._kit_pid = pid
+
+    async def _async_shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+        try:
+            await super()._async_shutdown_kernel(now=now, restart=restart)
+        finally:
+            IPCKernelManager.running.discard(getattr(self, "_kit_pid", -1))
 
     @default("ip")
     def _ip_default(self) -> str:
@@ -197,11 +231,17 @@ def _locate(params: dict[str, Any], stages: tuple[str, ...]) -> None:
         params["outputs_dir"], params["batch"] = str(folder.parent), folder.name
     params["outputs_dir"] = _kernel_path(Path(params.get("outputs_dir") or "outputs"))
     if not params.get("batch") and "run" in stages:
-        params["batch"] = new_batch_id(str(params.get("task", "batch")))
+        task = params.get("task", "batch")
+        if not is_name(task):  # the new id starts with it
+            raise ParamError("task", f"got {task!r}", f"a task pack name ({NAME_RULE})")
+        params["batch"] = new_batch_id(task)
     elif not params.get("batch"):
         params["batch"] = latest_batch(from_root(params["outputs_dir"])).name
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(params["batch"])):
-        raise ParamError("batch", f"{params['batch']!r} is not a folder name", "letters, digits, -_.")
+    batch = params["batch"]
+    if not isinstance(batch, str):  # -p batch 123 arrives as a number, as papermill's -p reads it
+        raise ParamError("batch", f"wrong type {type(batch).__name__} ({batch!r}): a name, not a number", NAME_RULE)
+    if not is_name(batch):
+        raise ParamError("batch", f"{batch!r} is not a folder name", NAME_RULE)
 
 
 def _check_run(params: dict[str, Any], folder: Path) -> list[str]:
@@ -255,22 +295,35 @@ def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True,
     """Run the stages in order; return the batch folder. Raises ``ParamError`` (nothing written) for a
     mistake in the parameters, ``StageFailed`` at the first stage that fails."""
     checked = plan(params, stages)
-    checked.folder.mkdir(parents=True, exist_ok=True)
-    for stage in tqdm(checked.stages, desc=f"batch {checked.folder.name}", unit="notebook", disable=not progress):
-        run_stage(stage, checked.folder, checked.parameters[stage], timeout_s)
+    with batch_lock(checked.folder):  # one writer: a second run of this batch is refused here (kit.lock)
+        for stage in tqdm(checked.stages, desc=f"batch {checked.folder.name}", unit="notebook", disable=not progress):
+            run_stage(stage, checked.folder, checked.parameters[stage], timeout_s)
+            if stage == "run":
+                _say_failures(checked.folder)
     return checked.folder
+
+
+def _say_failures(folder: Path) -> None:
+    """The run stage's failed trials, as it ends: before a later stage's error can stand in for their reason."""
+    from kit.stages import run
+
+    summary = run.failure_summary(folder)
+    if summary:
+        tqdm.write(summary)
 
 
 def run_stage(stage: str, folder: Path, parameters: dict[str, Any], timeout_s: int | None = None) -> Path:
     """Execute one notebook into ``folder``; on success it becomes ``<stage>.ipynb``, on failure
-    ``<stage>.failed.ipynb`` (both exported to HTML), leaving an earlier ``<stage>.ipynb`` untouched."""
+    ``<stage>.failed.ipynb`` (both exported to HTML), leaving an earlier ``<stage>.ipynb`` untouched.
+    A Ctrl-C interrupts the kernel's cell (the run stage then ends its trials' CLIs) and, once the notebook is
+    saved, raises ``KeyboardInterrupt``; a second one kills the kernel."""
     import papermill  # here, not at the top: it takes seconds to import, and a refused batch needs none of it
 
     from kit.htmlexport import export_html
 
     running, out = folder / f"{stage}.running.ipynb", folder / f"{stage}.ipynb"
-    try:
-        papermill.execute_notebook(
+    error, interrupted = _interruptible(
+        lambda: papermill.execute_notebook(
             str(NOTEBOOKS / f"{stage}.ipynb"),
             str(running),
             parameters=parameters,
@@ -280,16 +333,77 @@ def run_stage(stage: str, folder: Path, parameters: dict[str, Any], timeout_s: i
             kernel_name="python3",
             kernel_manager_class=IPCKernelManager,
         )
-    except Exception as exc:
+    )
+    if error is not None:
         failed = folder / f"{stage}.failed.ipynb"
         if running.exists():
-            _move(running, failed)
-            _record_failure(failed, exc)
-            export_html(failed)
-        raise StageFailed(stage, failed, exc) from exc
+            try:
+                _move(running, failed)
+                _record_failure(failed, error)
+                export_html(failed)
+            except OSError as exc:  # a full disk: keep the notebook as papermill saved it, under the failed name
+                if exc.errno != errno.ENOSPC:
+                    raise
+                if running.exists():
+                    os.replace(running, failed)
+                error = exc
+        if interrupted:
+            raise KeyboardInterrupt
+        raise StageFailed(stage, failed, error) from error
     _move(running, out)
     export_html(out)
+    if interrupted:
+        raise KeyboardInterrupt
     return out
+
+
+def _interruptible(work: Any) -> tuple[Exception | None, bool]:
+    """Run ``work`` (papermill) in a thread, so that a Ctrl-C reaches this one: papermill's own handler would
+    shut the kernel down mid-cell, leaving the run stage no chance to end its CLIs. The first Ctrl-C is passed
+    on to the kernels as SIGINT (a ``KeyboardInterrupt`` in the running cell), a later one kills them. Returns
+    what ``work`` raised and whether an interrupt came."""
+    raised: list[Exception] = []
+
+    def target() -> None:
+        try:
+            work()
+        except Exception as exc:  # handed to the caller
+            raised.append(exc)
+
+    thread = threading.Thread(target=target, name="kit-stage", daemon=True)
+    thread.start()
+    interrupts, kernels = 0, set()
+    while thread.is_alive():
+        try:
+            thread.join(0.2)
+        except KeyboardInterrupt:
+            interrupts += 1
+            kernels |= IPCKernelManager.running
+            for pid in kernels:
+                _signal_group(pid, signal.SIGINT if interrupts == 1 else signal.SIGKILL)
+    end = time.monotonic() + KERNEL_EXIT_S
+    while kernels and time.monotonic() < end:  # the command ends after its kernels, which would say they lost it
+        kernels = {pid for pid in kernels if _alive(pid)}
+        time.sleep(0.05)
+    for pid in kernels:
+        _signal_group(pid, signal.SIGKILL)
+    return (raised[0] if raised else None), interrupts > 0
+
+
+KERNEL_EXIT_S = 10.0
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet waited for, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def _move(running: Path, dest: Path) -> None:

@@ -41,6 +41,9 @@ class TrialSpec:
     timeout_s: float = 600.0
     system_prompt: str = field(default_factory=lambda: SYSTEM_PROMPT)
     options: Mapping[str, Any] = field(default_factory=dict)  # backend_options: binaries, effort, …
+    # the batch's provider log, which a CLI trial watches for its upstream's failure (cli_common.UpstreamWatch)
+    provider_log: Path | None = None
+    attempt: int = 1  # 1, or how many times the trial has started (a rerun's CLI home is not an earlier one's)
 
     @property
     def cache_bust_tool(self) -> str | None:

@@ -151,7 +151,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
             status="failed", reason="claude binary not found (backend_options.claude_bin, .tools, PATH)"
         )
     outcome = TrialOutcome(status="ok", versions={"claude": cli.version(binary), "claude_bin": binary})
-    home = cli.trial_home(spec, NAME)
+    home = cli.trial_home(spec, cli.home_name(spec, NAME))
     runs: list[cli.Completed] = []
     session_ids: list[str] = []
 

@@ -15,6 +15,18 @@ with ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` and ``DISABLE_TELEMETRY=1`` 
 telemetry or error reporting) and ``--strict-mcp-config``. tests/test_security.py runs both CLIs in a
 network namespace that has only loopback, with every proxy variable pointing at a loopback trap that
 records any connection, and checks that every request reached the provider's log.
+
+No CLI outlives the kit. Each CLI starts through util-linux's ``setpriv --pdeathsig KILL``, which asks the
+kernel (``prctl(PR_SET_PDEATHSIG)``) to SIGKILL it when its parent goes, then execs it: the CLI keeps
+setpriv's pid, so the group it leads is the CLI's. Not ``preexec_fn``: that runs Python between fork and
+exec in a process with threads (trials run in worker threads), which the subprocess docs call unsafe. The
+signal fires when the *thread* that forked the CLI exits; that is the trial's worker thread, which waits
+for the CLI, so only the kit's death fires it. The leader's children are the CLI's MCP servers (they end
+at the end of their stdin) and commands. For what survives anyway (a window between fork and prctl, a
+child in a group of its own, a machine without setpriv), each process writes its group, start time and
+home into the trial folder (``GROUP_FILE``), and a resume calls ``reap`` on an interrupted attempt before
+setting it aside: it kills that group, if it is still the same one, and every process holding the home,
+and waits for them to go. ``stop_all`` ends every running CLI group (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -25,6 +37,9 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +52,7 @@ import orjson
 import kit
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.layout import atomic_write
+from kit.names import child
 from kit.redact import MASK, SECRET_NAME, redact
 
 TOOLS_BIN = Path(kit.__file__).resolve().parents[1] / ".tools" / "node_modules" / ".bin"
@@ -49,6 +65,14 @@ NETWORK_ENV = (
 )  # fmt: skip
 KILL_GRACE_S = 2.0
 RUNS_FILE = "cli_runs.json"
+GROUP_FILE = "cli_group.json"  # the running CLI's process group, start time and home (``reap``)
+SETPRIV = shutil.which("setpriv") if sys.platform == "linux" else None
+POLL_S = 0.2  # how often a running CLI's upstream is checked (``UpstreamWatch``)
+REAP_WAIT_S = 30.0
+# A proxied trial's upstream could not be reached (kit.provider.proxy_server writes this error, as a 502).
+UNREACHABLE = "the kit's proxy could not reach the upstream"
+_running: dict[int, int] = {}  # pgid -> pid of every CLI group the kit runs now (``stop_all``)
+_running_lock = threading.Lock()
 
 
 @dataclass
@@ -59,6 +83,7 @@ class Completed:
     returncode: int | None
     timed_out: bool
     wall_s: float
+    stopped: str = ""  # why the kit ended it before its deadline (its upstream unreachable), "" otherwise
 
     @property
     def ok(self) -> bool:
@@ -66,6 +91,8 @@ class Completed:
 
     def failure(self, name: str) -> str:
         """Why the process counts as failed, in words ("" when it did not)."""
+        if self.stopped:
+            return self.stopped
         if self.timed_out:
             return f"{name} killed at the trial deadline (timeout_s) after {self.wall_s:.1f} s"
         if self.returncode is not None and self.returncode < 0:
@@ -103,10 +130,17 @@ def resolve_binary(chosen: str | None, name: str) -> str | None:
 
 @lru_cache(maxsize=16)
 def _version(binary: str, mtime_ns: int) -> str:
+    """Run in a throwaway home with the allow-listed environment: a CLI writes its state even to say its
+    version (measured: Codex 0.169 puts helper binaries in ``$CODEX_HOME/tmp``), never into the user's."""
     try:
-        done = subprocess.run(
-            [binary, "--version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
-        )
+        with tempfile.TemporaryDirectory(prefix="kit-version-") as home:
+            env = {k: os.environ[k] for k in BASE_ENV if k in os.environ}
+            env.update(HOME=home, CODEX_HOME=str(Path(home) / ".codex"), CLAUDE_CONFIG_DIR=str(Path(home) / ".claude"))
+            env.setdefault("PATH", os.defpath)
+            done = subprocess.run(
+                [binary, "--version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                env=env, cwd=home,
+            )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown ({type(exc).__name__})"
     words = (done.stdout or done.stderr).split()
@@ -145,18 +179,21 @@ def _run_process(
     stdout: Path,
     stderr: Path,
     deadline: float,
+    watch: Callable[[], str] = lambda: "",
 ) -> Completed:
-    """Run ``argv`` until it exits or ``deadline`` (time.monotonic) passes; appends to the two files.
+    """Run ``argv`` until it exits, ``deadline`` (time.monotonic) passes or ``watch`` names a reason to stop it
+    (checked every ``POLL_S``); appends to the two files, and records its group in ``GROUP_FILE`` beside them.
 
     The process leads its own group, which is signalled as a whole: SIGTERM at the deadline, SIGKILL
     after a grace period, and SIGKILL to any straggler once the leader has exited.
     """
     t0 = time.perf_counter()
-    timed_out = False
+    timed_out, stopped = False, ""
+    leader = [SETPRIV, "--pdeathsig", "KILL", "--", *argv] if SETPRIV else list(argv)
     with stdout.open("ab") as out, stderr.open("ab") as err:
         try:
             proc = subprocess.Popen(
-                list(argv),
+                leader,
                 cwd=cwd,
                 env=dict(env),
                 stdin=subprocess.DEVNULL,
@@ -167,18 +204,149 @@ def _run_process(
         except OSError as exc:
             err.write(f"kit: cannot start {argv[0]}: {exc}\n".encode())
             return Completed(shown, 127, False, time.perf_counter() - t0)
+        with _running_lock:
+            _running[proc.pid] = proc.pid
         try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _signal_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=KILL_GRACE_S)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc.pid, signal.SIGKILL)
+            _record_group(stdout.parent / GROUP_FILE, proc.pid, env.get("HOME"))
+            while True:
+                try:
+                    proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+                    break
+                except subprocess.TimeoutExpired:
+                    stopped = watch()
+                    if stopped or time.monotonic() >= deadline:
+                        timed_out = not stopped
+                        break
+            if proc.returncode is None:
+                _signal_group(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=KILL_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    _signal_group(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        finally:  # an exception here (KeyboardInterrupt) must not leave the group running either
+            _signal_group(proc.pid, signal.SIGKILL)  # children the CLI left behind
+            if proc.returncode is None:
                 proc.wait()
-        _signal_group(proc.pid, signal.SIGKILL)  # children the CLI left behind
-    return Completed(shown, proc.returncode, timed_out, time.perf_counter() - t0)
+            with _running_lock:
+                _running.pop(proc.pid, None)
+    return Completed(shown, proc.returncode, timed_out, time.perf_counter() - t0, stopped)
+
+
+def stop_all() -> None:
+    """SIGKILL every CLI group this process runs now (an interrupted batch); their trials then end as killed."""
+    with _running_lock:
+        groups = list(_running)
+    for pgid in groups:
+        _signal_group(pgid, signal.SIGKILL)
+
+
+class UpstreamWatch:
+    """Whether a proxied trial's requests found their upstream unreachable, read from the provider log as it grows.
+
+    Claude Code retries a 5xx answer with back-off until its deadline, Codex a few times; the proxy's first
+    "could not reach" line for the trial is reason enough to end the CLI at once, with the proxy's words.
+    """
+
+    def __init__(self, log: Path | None, trial_id: str) -> None:
+        self.log, self.needle = log, b'"trial_id":' + orjson.dumps(trial_id)  # as the log's JSON encodes it
+        self.offset = log.stat().st_size if log is not None and log.exists() else 0
+        self.partial = b""
+
+    def __call__(self) -> str:
+        if self.log is None or not self.log.exists():
+            return ""
+        with self.log.open("rb") as fh:
+            fh.seek(self.offset)
+            data = self.partial + fh.read()
+        self.offset += len(data) - len(self.partial)
+        *lines, self.partial = data.split(b"\n")
+        for line in lines:
+            if self.needle in line and UNREACHABLE.encode() in line:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    return str(orjson.loads(line).get("error") or UNREACHABLE)
+        return ""
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """A process's group and start time (clock ticks since boot: ``/proc/<pid>/stat`` fields 5 and 22); None once
+    it is gone or a zombie (a zombie runs nothing and writes nothing)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else (int(fields[2]), int(fields[19]))
+
+
+def _start_time(pid: int) -> int | None:
+    stat = _stat(pid)
+    return stat[1] if stat else None
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _record_group(path: Path, pid: int, home: str | None) -> None:
+    """Say which process group runs the trial now: its id, its leader's start time (so a reused pid is not taken
+    for it) and boot, and the CLI's home (every process the CLI starts inherits it)."""
+    record = {"pgid": pid, "start_time": _start_time(pid), "boot_id": _boot_id(), "home": home}
+    data = orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n"
+    atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+def _leftovers(record: Mapping[str, object]) -> set[int]:
+    """The live processes an earlier attempt left: its group (if the leader is the same process by start time, or
+    gone: a group id is not given out again while the group has members), started no earlier than the leader,
+    and any process whose environment names the attempt's home."""
+    pgid, started, home = record.get("pgid"), record.get("start_time"), record.get("home")
+    if record.get("boot_id") != _boot_id() or not isinstance(pgid, int) or not isinstance(started, int):
+        return set()
+    leader = _start_time(pgid)
+    group_ours = leader is None or leader == started
+    marker = f"HOME={home}\0".encode() if isinstance(home, str) and home else None
+    found = set()
+    for entry in Path("/proc").glob("[0-9]*"):
+        pid = int(entry.name)
+        stat = _stat(pid)
+        if stat is None or pid == os.getpid():
+            continue
+        if group_ours and stat[0] == pgid and stat[1] >= started:
+            found.add(pid)
+        elif marker is not None:
+            with contextlib.suppress(OSError):
+                if marker in (entry / "environ").read_bytes():
+                    found.add(pid)
+    return found
+
+
+def reap(trial_dir: Path, wait_s: float = REAP_WAIT_S) -> None:
+    """Kill what an interrupted attempt of a trial left running (its ``GROUP_FILE``) and wait until it is gone,
+    then remove its home; before the attempt is set aside, so nothing writes into its files afterwards."""
+    path = trial_dir / GROUP_FILE
+    if not path.is_file():
+        return
+    try:
+        record = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        return
+    end = time.monotonic() + wait_s
+    while True:
+        left = _leftovers(record)
+        if not left:
+            break
+        if time.monotonic() > end:
+            raise OSError(f"{trial_dir}: processes {sorted(left)} of an earlier attempt survive SIGKILL")
+        _signal_group(int(record["pgid"]), signal.SIGKILL)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    if isinstance(record.get("home"), str) and record["home"]:
+        shutil.rmtree(record["home"], ignore_errors=True)
 
 
 @dataclass
@@ -201,6 +369,7 @@ def run_turns(spec: TrialSpec, outcome: TrialOutcome, turns: Turns, runs: list[C
     its events report) marks it failed with the turn's number, and the later turns are not run.
     """
     deadline = time.monotonic() + spec.timeout_s
+    watch = UpstreamWatch(spec.provider_log, spec.trial_id)
     for turn in range(len(spec.prompts)):
         argv = turns.argv(turn)
         seen = len(read_jsonl(turns.stdout))
@@ -212,6 +381,7 @@ def run_turns(spec: TrialSpec, outcome: TrialOutcome, turns: Turns, runs: list[C
             stdout=turns.stdout,
             stderr=turns.stderr,
             deadline=deadline,
+            watch=watch,
         )
         runs.append(run)
         reported, answer = turns.events(read_jsonl(turns.stdout)[seen:])
@@ -260,6 +430,7 @@ def write_runs(out_dir: Path, runs: list[Completed]) -> None:
     """Every process of the trial (redacted command, exit, timing) for the record and the bench."""
     records = [
         {"turn": i + 1, "command": r.command, "returncode": r.returncode, "timed_out": r.timed_out, "wall_s": r.wall_s}
+        | ({"stopped": r.stopped} if r.stopped else {})
         for i, r in enumerate(runs)
     ]
     data = orjson.dumps(records, option=orjson.OPT_INDENT_2) + b"\n"
@@ -274,10 +445,16 @@ def trial_home(spec: TrialSpec, cli: str) -> Path:
     create its helper binaries there. It is deleted once the transcripts are copied.
     """
     root = Path(str(spec.options.get("home_root") or spec.workdir.resolve().parent / ".homes"))
-    home = (root / f"{spec.trial_id}-{cli}").resolve()
+    home = child(root, f"{spec.trial_id}-{cli}").resolve()  # removed below: never a path a name leads out of root
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     return home
+
+
+def home_name(spec: TrialSpec, cli: str) -> str:
+    """The name ``trial_home`` gives a home: the CLI's, with the attempt after the first (``codex.2``), so a rerun
+    never shares a path with an attempt whose processes may still run (``reap`` kills them, removes it)."""
+    return cli if spec.attempt == 1 else f"{cli}.{spec.attempt}"
 
 
 def remove_home(spec: TrialSpec, home: Path) -> None:

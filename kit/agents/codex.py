@@ -155,7 +155,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
     if binary is None:
         return TrialOutcome(status="failed", reason="codex binary not found (backend_options.codex_bin, .tools, PATH)")
     outcome = TrialOutcome(status="ok", versions={"codex": cli.version(binary), "codex_bin": binary})
-    home = cli.trial_home(spec, NAME)
+    home = cli.trial_home(spec, cli.home_name(spec, NAME))
     (home / ".codex").mkdir()
     runs: list[cli.Completed] = []
     thread_id: str | None = None

@@ -23,6 +23,7 @@ resume finds every recorded trial where it was. The manifest keeps each look's d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib
 import importlib.metadata
@@ -49,7 +50,7 @@ from tqdm import tqdm
 
 from kit import design, provenance, tasks
 from kit.agents.base import TrialOutcome, TrialSpec
-from kit.agents.cli_common import resolve_binary, version
+from kit.agents.cli_common import reap, resolve_binary, stop_all, version
 from kit.backends import BACKENDS
 from kit.design import Arm, ParamError, Slot
 from kit.errors import KitError
@@ -64,6 +65,7 @@ from kit.layout import (
     write_record,
     write_text,
 )
+from kit.lock import batch_lock
 from kit.params import RUN, STOP_RULE, did_you_mean, validate
 from kit.provider.policy import Policy
 from kit.provider.service import trial_base_url
@@ -74,12 +76,14 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "EMBEDDED_KEY",
     "IDENTITY",
     "CopiedLog",
+    "NoTrialSucceeded",
     "ProviderSettings",
     "RunConfig",
     "RunIncomplete",
     "arm_settings",
     "check_resume",
     "configure",
+    "failure_summary",
     "planning",
     "provider_settings",
     "run_batch",
@@ -284,7 +288,13 @@ def _check_arm_settings(params: dict[str, Any], arm: Arm) -> None:
 
 
 def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
-    """Run (or resume) the batch; returns its folder. With a stop rule, block after block until it says stop."""
+    """Run (or resume) the batch; returns its folder. With a stop rule, block after block until it says stop.
+    Holds the batch's lock (``kit.lock``): a second run of the same batch is refused, not interleaved."""
+    with batch_lock(cfg.batch_dir.root):
+        return _run_batch(cfg, progress)
+
+
+def _run_batch(cfg: RunConfig, progress: bool) -> Path:
     bd = cfg.batch_dir
     bd.raw.mkdir(parents=True, exist_ok=True)
     manifest = _open_manifest(cfg, bd)
@@ -302,13 +312,17 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
             manifest, grew = _look(cfg, bd, manifest, progress)
             if not grew:
                 break
-    trials = _trial_table(bd.root, ["simulated"])
+    trials = _trial_table(bd.root, ["simulated", "arm", "status", "reason"])
+    summary = failure_summary(bd.root)
+    if summary:
+        print(summary, flush=True)
+    hopeless = None if errors else _no_success(trials, cfg.params["arms"])
     manifest = msgspec.structs.replace(
         manifest,
         # endpoint real, but the upstream was the kit's own provider: the batch measured the simulation
         simulated=bool(manifest.simulated or trials["simulated"].fillna(False).astype(bool).any()),
         ended_at=_now(),
-        status="incomplete" if errors else "complete",
+        status="incomplete" if errors else "failed" if hopeless else "complete",
         trial_errors=errors,
         raw_sha256=sha256_tree(bd.raw),
         backend_versions=_backend_versions(bd),
@@ -316,7 +330,44 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
     _write_manifest(bd, manifest)
     if errors:
         raise RunIncomplete(bd.root, errors)
+    if hopeless:
+        raise hopeless
     return bd.root
+
+
+class NoTrialSucceeded(KitError, RuntimeError):
+    """Every trial of the batch, or of one arm, failed: nothing after the run stage could compare it."""
+
+
+def _reasons(reasons: pd.Series, shown: int = 3) -> str:
+    """The most common distinct reasons, each with its count: ``2 × turn 1: …; 1 × …``."""
+    counts = reasons.fillna("").replace("", "no reason recorded").value_counts()
+    listed = [f"{n} × {why}" for why, n in counts.head(shown).items()]
+    more = len(counts) - shown
+    return "; ".join(listed) + (f"; and {more} other reason(s)" if more > 0 else "")
+
+
+def failure_summary(batch_dir: Path) -> str:
+    """One line when trials of the batch failed: how many, and their commonest reasons (empty when none did).
+    The run notebook and ``kit batch`` print it as the run stage ends, before any later stage can hide it."""
+    trials = _trial_table(batch_dir, ["status", "reason"])
+    failed = trials[trials["status"] != "ok"]
+    if failed.empty:
+        return ""
+    return f"{len(failed)} of {len(trials)} trial(s) failed: {_reasons(failed['reason'])}"
+
+
+def _no_success(trials: pd.DataFrame, arms: list[str]) -> NoTrialSucceeded | None:
+    """The error for a batch, or an arm, without one successful trial; None when every arm has one."""
+    ok = trials[trials["status"] == "ok"]
+    if ok.empty:
+        return NoTrialSucceeded(f"no trial succeeded ({len(trials)} failed): {_reasons(trials['reason'])}")
+    for arm in arms:
+        mine = trials[trials["arm"] == arm]
+        if not mine.empty and (mine["status"] != "ok").all():
+            reasons = _reasons(mine["reason"])
+            return NoTrialSucceeded(f"no trial of arm {arm!r} succeeded ({len(mine)} failed): {reasons}")
+    return None
 
 
 def _run_slots(
@@ -344,10 +395,14 @@ def _run_slots(
     )
     lock = threading.Lock()
 
+    stopping = threading.Event()
+
     def one(slot: Slot) -> None:
         try:
-            meta = _run_trial(cfg, bd, slot, workdirs[slot.arm], *endpoint)
+            meta = _run_trial(cfg, bd, slot, workdirs[slot.arm], *endpoint, stopping)
             status, tokens = meta.status, meta.total_tokens
+        except Interrupted:
+            return  # left unrecorded: a resume sets it aside and runs it again
         except Exception as exc:  # the trial could not be recorded in its folder: say so, go on
             status, tokens = "error", 0
             errors[slot.trial_id] = redact(f"{type(exc).__name__}: {exc}")
@@ -365,7 +420,11 @@ def _run_slots(
     try:
         for future in [pool.submit(one, s) for s in todo]:  # submitted (and started) in schedule order
             future.result()
-    finally:  # on an interrupt, running trials finish (and are recorded) but no new one starts
+    except BaseException:  # an interrupt: no new trial starts; a running CLI is ended, an SDK trial finishes
+        stopping.set()
+        stop_all()
+        raise
+    finally:
         pool.shutdown(wait=True, cancel_futures=True)
         bar.close()
 
@@ -633,13 +692,23 @@ def _api_key(cfg: RunConfig) -> str:
     return key
 
 
-def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url: str, log_path: Path) -> TrialMeta:
+class Interrupted(Exception):
+    """The batch was interrupted while the trial ran and the trial did not finish: it is not recorded."""
+
+
+def _run_trial(
+    cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url: str, log_path: Path, stopping: threading.Event
+) -> TrialMeta:
     tdir = bd.trial(slot.trial_id)
     if tdir.exists():
         failed = (tdir / TRIAL_META).exists()
+        if not failed:  # an interrupted attempt: what it left running must not write into it once set aside
+            reap(tdir)
         _set_aside(bd, tdir, "failed" if failed else "incomplete")
     tdir.mkdir(parents=True)
+    attempt = 1 + sum(1 for why in ("failed", "incomplete") for _ in (bd.raw / f"_{why}").glob(f"{tdir.name}.*"))
     spec = _trial_spec(cfg, slot, workdir, tdir, trial_base_url(base_url, slot.trial_id))
+    spec = dataclasses.replace(spec, provider_log=log_path, attempt=attempt)
     offset = log_path.stat().st_size if log_path.exists() else 0
     started, t0 = _now(), time.perf_counter()
     try:
@@ -647,6 +716,8 @@ def _run_trial(cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url
     except Exception as exc:  # a failed trial is recorded, never dropped
         outcome = TrialOutcome(status="failed", reason=f"{type(exc).__name__}: {exc}")
         write_text(tdir / "error.txt", traceback.format_exc())
+    if stopping.is_set() and outcome.status != "ok":
+        raise Interrupted(slot.trial_id)
     timing = {"started_at": started, "ended_at": _now(), "wall_s": round(time.perf_counter() - t0, 4)}
     copied = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl")
     write_text(tdir / "answer.md", "\n\n---\n\n".join(outcome.answers))
@@ -755,15 +826,15 @@ class CopiedLog:
 
 
 def _copy_log_lines(log_path: Path, offset: int, trial_id: str, dest: Path) -> CopiedLog:
-    """Copy this trial's provider-log lines (written since ``offset``) to ``dest``."""
-    needle = f'"trial_id":"{trial_id}"'.encode()
+    """Copy this trial's provider-log lines (written since ``offset``) to ``dest``: those whose decoded
+    ``trial_id`` is this trial's (the needle, the id as the log's JSON encodes it, only finds candidates)."""
+    needle = b'"trial_id":' + orjson.dumps(trial_id)
     total, simulated, lines = 0, False, []
     with log_path.open("rb") as fh:
         fh.seek(offset)
         for line in fh:
-            if needle in line:
+            if needle in line and (record := orjson.loads(line)).get("trial_id") == trial_id:
                 lines.append(line)
-                record = orjson.loads(line)
                 usage = record.get("usage") or {}
                 total += (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)
                 simulated = simulated or record.get("upstream_simulated") is True

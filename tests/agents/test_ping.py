@@ -1,5 +1,6 @@
 """`python -m kit ping`: one short request through a backend's whole path."""
 
+import socket
 import subprocess
 import sys
 
@@ -40,3 +41,18 @@ def test_ping_real_without_its_key_is_refused_before_any_request(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ping.PingRefused, match="--endpoint real needs ANTHROPIC_API_KEY in the environment"):
         ping.ping("sdk-anthropic", endpoint="real")
+
+
+def test_ping_real_says_reached_only_when_an_answer_came(monkeypatch):
+    """A real endpoint that does not answer (a loopback port bound but not listening: refused at once) is named as
+    tried, not as reached; before, ``reached: https://api.openai.com`` stood above the connection error."""
+    from kit import backends
+
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{dead.getsockname()[1]}"
+        monkeypatch.setitem(backends.PUBLIC_URL, "openai", url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+        result = ping.ping("sdk-openai", endpoint="real")
+    assert result.status == "failed" and "Connection" in result.reason, result
+    assert result.reached == f"nothing (no model response from {url})"

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -175,3 +179,30 @@ def test_resume_refuses_a_changed_upstream(tmp_path, monkeypatch):
     with pytest.raises(design.ParamError, match="endpoint"):
         run.run_batch(run.configure(_values(tmp_path, "sdk-openai", "b")), progress=False)
     assert folder.is_dir()
+
+
+@pytest.mark.parametrize("backend", ["sdk-openai", "claude"])
+def test_an_unreachable_upstream_is_the_last_line_and_fails_each_trial_at_once(tmp_path, backend):
+    """``kit batch`` with ``endpoint: real`` and an upstream that refuses every connection (a loopback port bound but
+    not listening): each trial fails on the proxy's first 502 with its reason, not at its deadline (Claude Code
+    retries 5xx answers; the trial runner ends it on the proxy's log line), and the command's last line says so,
+    the run stage being where it stops. Before, the batch went on to analyze and ended with "no trials of arm"."""
+    _skip_without(backend)
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))
+        upstream = f"http://127.0.0.1:{dead.getsockname()[1]}"
+        argv = [sys.executable, "-m", "kit", "batch", "-f", "params/demo.yaml", "-p", "backend", backend]
+        over = {"outputs_dir": tmp_path, "batch": "b", "endpoint": "real", "upstream_url": upstream, "timeout_s": 900.0}
+        for key, value in {**over, "model": "sim-model", "runs_per_arm": 1}.items():
+            argv += ["-p", key, str(value)]
+        env = {**os.environ, **PLANTED}
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    reason = f"the kit's proxy could not reach the upstream {upstream}: ConnectError"
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 1 and last.startswith("error: stage 'run' failed: NoTrialSucceeded: no trial"), last
+    assert reason in last
+    metas = [json.loads(p.read_text()) for p in (tmp_path / "b/raw").glob("*/meta.json")]
+    assert len(metas) == 2 and all(m["status"] == "failed" and reason in m["reason"] for m in metas), metas
+    assert not any("deadline" in m["reason"] or "timeout_s" in m["reason"] for m in metas)
+    assert json.loads((tmp_path / "b/manifest.json").read_text())["status"] == "failed"
+    assert not (tmp_path / "b/tables").exists()  # parse never ran

@@ -120,15 +120,32 @@ def test_resume_refuses_changed_identity(done, tmp_path):
 
 def test_failed_trial_is_recorded_and_retried_only_on_request(tmp_path):
     cfg = run.configure(_values(tmp_path, max_cycles=2))  # too few cycles to finish: every trial fails
-    folder = run.run_batch(cfg, progress=False)
+    folder = cfg.batch_dir.root
+    with pytest.raises(run.NoTrialSucceeded, match=r"no trial succeeded \(4 failed\): 4 × max_cycles 2 reached"):
+        run.run_batch(cfg, progress=False)  # said where the run stage ends, not by a later stage's empty table
+    assert json.loads((folder / "manifest.json").read_text())["status"] == "failed"
     table = run.schedule_table(folder)
     assert len(table) == 4 and set(table["status"]) == {"failed"}
     assert table["reason"].str.contains("max_cycles").all()
-    run.run_batch(run.configure(_values(tmp_path, max_cycles=40)), progress=False)
+    with pytest.raises(run.NoTrialSucceeded):
+        run.run_batch(run.configure(_values(tmp_path, max_cycles=40)), progress=False)
     assert set(run.schedule_table(folder)["status"]) == {"failed"}  # skipped: not asked to retry
     run.run_batch(run.configure(_values(tmp_path, max_cycles=40, retry_failed=True)), progress=False)
     assert set(run.schedule_table(folder)["status"]) == {"ok"}
     assert len(list((folder / "raw/_failed").iterdir())) == 4  # the failed attempts kept, untouched
+
+
+def test_an_arm_without_a_successful_trial_ends_the_run_stage_with_the_reason(tmp_path, capsys):
+    """An arm whose every trial fails the same way (a tool no backend offers) is said as the run stage ends, with
+    the failed count and the reason, not later as an analysis of an arm with no trials."""
+    cfg = run.configure(_values(tmp_path, arm_defs={"batching": {"tools": ["nope"]}}))
+    with pytest.raises(run.NoTrialSucceeded) as raised:
+        run.run_batch(cfg, progress=False)
+    reason = "2 × InputError: unknown extra tools ['nope']"
+    assert str(raised.value).startswith(f"no trial of arm 'batching' succeeded (2 failed): {reason}")
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"2 of 4 trial(s) failed: {reason}")
+    manifest = json.loads((cfg.batch_dir.manifest).read_text())
+    assert manifest["status"] == "failed" and manifest["raw_sha256"]
 
 
 def test_no_isolation_leaks_between_trials(tmp_path):
