@@ -334,24 +334,29 @@ def run_stage(stage: str, folder: Path, parameters: dict[str, Any], timeout_s: i
             kernel_manager_class=IPCKernelManager,
         )
     )
+    if error is None:
+        try:
+            _move(running, out)
+            export_html(out)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            error = exc
     if error is not None:
         failed = folder / f"{stage}.failed.ipynb"
-        if running.exists():
-            try:
-                _move(running, failed)
-                _record_failure(failed, error)
-                export_html(failed)
-            except OSError as exc:  # a full disk: keep the notebook as papermill saved it, under the failed name
-                if exc.errno != errno.ENOSPC:
-                    raise
-                if running.exists():
-                    os.replace(running, failed)
-                error = exc
+        if running.exists() and _disk_full(error):  # no room to rewrite it: kept as papermill saved it
+            os.replace(running, failed)
+        if stage == "run" and _disk_full(error):  # the kernel may have died before it could say so
+            from kit.stages import run
+
+            run.mark_failed(BatchDir(folder))
+        elif running.exists():
+            _move(running, failed)
+            _record_failure(failed, error)
+            export_html(failed)
         if interrupted:
             raise KeyboardInterrupt
         raise StageFailed(stage, failed, error) from error
-    _move(running, out)
-    export_html(out)
     if interrupted:
         raise KeyboardInterrupt
     return out

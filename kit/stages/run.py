@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import importlib
 import importlib.metadata
@@ -76,6 +77,7 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "EMBEDDED_KEY",
     "IDENTITY",
     "CopiedLog",
+    "DiskFull",
     "NoTrialSucceeded",
     "ProviderSettings",
     "RunConfig",
@@ -84,6 +86,7 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "check_resume",
     "configure",
     "failure_summary",
+    "mark_failed",
     "planning",
     "provider_settings",
     "run_batch",
@@ -291,7 +294,38 @@ def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
     """Run (or resume) the batch; returns its folder. With a stop rule, block after block until it says stop.
     Holds the batch's lock (``kit.lock``): a second run of the same batch is refused, not interleaved."""
     with batch_lock(cfg.batch_dir.root):
-        return _run_batch(cfg, progress)
+        try:
+            return _run_batch(cfg, progress)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            mark_failed(cfg.batch_dir)
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise DiskFull(
+                f"the disk is full{where}: free space and run the same command again (recorded trials are kept)"
+            ) from None
+
+
+class DiskFull(KitError, OSError):
+    """A write of the run stage met a full disk (ENOSPC): one line, and the manifest no longer says running."""
+
+
+def mark_failed(bd: BatchDir) -> None:
+    """On a full disk: the manifest says the run failed, not that it is running. Rewritten whole if a new file still
+    fits, else in place: ``"running"`` becomes ``"failed" `` (as many bytes, so no block is allocated)."""
+    if not bd.manifest.exists():
+        return
+    try:
+        _write_manifest(bd, msgspec.structs.replace(bd.read_manifest(), status="failed", ended_at=_now()))
+        return
+    except OSError:
+        pass
+    with contextlib.suppress(OSError), bd.manifest.open("r+b") as fh:
+        data = fh.read()
+        at = data.find(b'"status": "running"')
+        if at >= 0:
+            fh.seek(at)
+            fh.write(b'"status": "failed" ')
 
 
 def _run_batch(cfg: RunConfig, progress: bool) -> Path:
