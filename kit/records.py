@@ -152,7 +152,12 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     same_arm_predecessors: Annotated[dict[str, int], _d("per arm, trials that followed a trial of the same arm")] = {}
     started_at: Annotated[str, _d("when the batch started (ISO-8601 time)")]
     stop_rule: Annotated[StopRule | msgspec.UnsetType, _d("the stop rule's record; absent without one")] = UNSET
-    status: Annotated[str, _d("`running`, `complete` or `incomplete`")]
+    status: Annotated[
+        str,
+        _d(
+            "`running`, `complete`, `incomplete` (a trial failed), or `failed` (an arm without a successful trial, or a stage that stopped)"
+        ),
+    ]
     versions: Annotated[dict[str, str | None], _d("package and kit versions at the last (re)start")] = {}
     resumed_at: Annotated[list[str] | msgspec.UnsetType, _d("when the batch was resumed; absent if never")] = UNSET
     ended_at: Annotated[str | msgspec.UnsetType, _d("when the batch ended; absent while it runs")] = UNSET
