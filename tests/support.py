@@ -101,7 +101,7 @@ def small_batch(
     (``preset="large"``: the occupancy pack's own)."""
     params = pipeline.load_params(str(ROOT / f"params/{PACK_PARAMS[task]}.yaml"))
     params.update(outputs_dir=str(tmp_path), batch=task, backend=backend, runs_per_arm=runs, concurrency=2)
-    params.update(profile=None)
+    params.update(profile=None, timeout_s=1800.0)  # a deadline no working trial nears on a busy machine
     params.update({"salt": salt} if salt else {})
     params["arms"] = params["arms"][:2]
     params["task_options"] = {**params["task_options"], **_SMALL.get(task, {}), **options}

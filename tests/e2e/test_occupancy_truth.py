@@ -118,6 +118,9 @@ def batches(tmp_path_factory) -> dict[tuple[str, str], tuple[pd.DataFrame, pd.Da
             folder = tmp_path_factory.mktemp(f"{backend}-{preset}")
             runs = 2 if preset == "large" else 1  # the target's: the median over one run per arm ranges wider
             found = small_batch(folder, "occupancy", backend, runs=runs, preset=preset)
+            metas = [orjson.loads(m.read_bytes()) for m in found.glob("raw/*/meta.json")]
+            failed = {m["trial_id"]: m["reason"] for m in metas if m["status"] != "ok"}
+            assert not failed, f"{backend} {preset}: a cut trial is not what the medians measure: {failed}"
             out[backend, preset] = (*attributed(found), found)
     return out
 

@@ -4,8 +4,10 @@ The copy holds the files git knows (tracked, and new ones not ignored), so the c
 fresh clone has; its code is imported first (``PYTHONPATH``) and the venv's ``bin/`` is on ``PATH``, as
 README asks. ``make demo`` is checked to be ``python -m kit batch -f params/demo.yaml`` and that runs;
 ``make test`` is this suite, checked to run pytest. A long-running command (the embedded provider) must
-print its URL, and it serves the rest of its block (the proxied batch after it talks to it). A README
-command the test has no way to run fails the suite.
+print its URL, and it serves the rest of its block (the proxied batch after it talks to it). The port a README
+server names (``--port 8765``) may be taken on the machine running the suite: the server is started on
+``--port 0`` (a free one) and the block's later commands are pointed at the URL it prints. A README command the
+test has no way to run fails the suite.
 
 The commands on ``outputs/mybatch`` build on each other and run in README order; the rest run in README
 order beside them. The demo's command runs once however often README shows it.
@@ -31,6 +33,7 @@ from tests.support import ROOT
 VENV_BIN = Path(sys.executable).parent
 DEMO = "python -m kit batch -f params/demo.yaml"
 SERVERS = ("python -m kit provider serve",)  # they run until interrupted
+PORT = re.compile(r"--port[ =](\d+)")
 
 
 def readme_commands(text: str) -> list[list[str]]:
@@ -86,12 +89,22 @@ def _run(command: str, clone: Path) -> subprocess.CompletedProcess:
     )
 
 
+def _on_a_free_port(command: str) -> tuple[str, str | None]:
+    """A server command with the port README names replaced by 0, and the address README's later commands use
+    for it (None when it names no port: it picks a free one already)."""
+    named = PORT.search(command)
+    if named is None:
+        return command, None
+    return PORT.sub("--port 0", command), f"http://127.0.0.1:{named.group(1)}"
+
+
 @contextlib.contextmanager
 def _serving(command: str, clone: Path) -> Iterator[subprocess.CompletedProcess]:
     """Start a server command and read its first line (the URL it serves); it serves the rest of its README
     block (a later command may talk to it), then it is stopped. Yields its result so far: ok once it serves."""
+    served = _on_a_free_port(command)[0]
     proc = subprocess.Popen(
-        ["bash", "-c", f"exec {command}"], cwd=clone, env=_env(clone), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ["bash", "-c", f"exec {served}"], cwd=clone, env=_env(clone), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
     try:
@@ -117,8 +130,7 @@ def _dispatch(command: str, clone: Path) -> subprocess.CompletedProcess:
     return _run(command, clone)
 
 
-# One worker runs every test of this file (make test: --dist loadfile), so the README's commands run once: two
-# copies at once would both serve on the README's fixed port.
+# One worker runs every test of this file (make test: --dist loadfile), so the README's commands run once.
 
 
 @pytest.fixture(scope="module")
@@ -133,14 +145,17 @@ def ran(clone) -> dict[str, subprocess.CompletedProcess]:
     def run_in_order(chosen: list[list[str]]) -> dict[str, subprocess.CompletedProcess]:
         results: dict[str, subprocess.CompletedProcess] = {}
         for block in chosen:
+            served: dict[str, str] = {}  # the address README gives a server of this block -> the URL it printed
             with contextlib.ExitStack() as servers:
                 for command in block:
                     if command in demo[1:]:
                         results[command] = results[demo[0]]
                     elif command.startswith(SERVERS):
                         results[command] = servers.enter_context(_serving(command, clone))
+                        if (named := _on_a_free_port(command)[1]) is not None:
+                            served[named] = results[command].stdout.strip()
                     else:
-                        results[command] = _dispatch(command, clone)
+                        results[command] = _dispatch(_pointed_at(command, served), clone)
                     if results[command].returncode:
                         return results  # later commands of the README build on this one
         return results
@@ -148,6 +163,13 @@ def ran(clone) -> dict[str, subprocess.CompletedProcess]:
     with ThreadPoolExecutor(max_workers=2) as pool:
         parts = list(pool.map(run_in_order, [others, chained]))
     return parts[0] | parts[1]
+
+
+def _pointed_at(command: str, served: dict[str, str]) -> str:
+    """``command`` with each address README gives a server replaced by the URL that server printed."""
+    for named, url in served.items():
+        command = re.sub(rf"{re.escape(named)}(?!\d)", url, command)
+    return command
 
 
 def _result(ran: dict[str, subprocess.CompletedProcess], prefix: str) -> subprocess.CompletedProcess:
