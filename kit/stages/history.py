@@ -721,6 +721,19 @@ def main(argv: list[str] | None = None) -> int:
     except pipeline.StageFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    for note in _cache_notes(out):
+        print(f"note: {note}", file=sys.stderr)
     print(f"history folder: {out}")
     print(f"report: {out / 'report.html'}")
     return 0
+
+
+def _cache_notes(folder: Path) -> list[str]:
+    """What the parse cache told this run (a folder it would not trust, and why): the notebook keeps it among
+    the parse issues, and the terminal says it too, since a refused cache is the user's to look at."""
+    from kit.layout import BatchDir, read_csv_as_written
+
+    path = BatchDir(folder).tables / "parse_issues.csv"
+    issues = read_csv_as_written(path) if path.is_file() else pd.DataFrame(columns=["reason"])
+    told = issues[issues["reason"].astype(str).str.startswith(parse_cache.NOTE_PREFIX)]
+    return [f"{row.source_path}: {row.reason}" for row in told.itertuples()]

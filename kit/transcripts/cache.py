@@ -73,6 +73,7 @@ MAX_SEGMENTS = 16  # more segments than this are merged into one
 MAX_RUNS = 64  # a gather of more runs of consecutive rows than this takes rows one by one (``_runs``)
 MAX_CHUNKS = 128  # string columns gathered in more Arrow chunks than this are made one each (``_cut``)
 INDEX = "index.msgpack"
+NOTE_PREFIX = "parse cache: "  # how the issue that tells the user of a refused cache starts (``_tell``)
 OLD = ("index.pkl", "seg-*.rows.pkl", "seg-*.pieces.pkl")  # an earlier format: pickles, never read
 FOLDER_MODE, FILE_MODE = 0o700, 0o600  # the cache is the user's alone (``_own_folder``, ``_put``)
 Key = tuple[int, int, int, int, int]
@@ -499,7 +500,7 @@ def _tell(folder: Path, why: str) -> None:
     """Tell the user once per folder and process, as an issue of the next tables (one located line)."""
     if str(folder) not in _TOLD:
         _TOLD.add(str(folder))
-        reason = f"parse cache: {why}; the transcripts are read without it"
+        reason = f"{NOTE_PREFIX}{why}; the transcripts are read without it"
         _NOTES.append({"source_path": str(folder), "source_line": 0, "reason": reason})
 
 

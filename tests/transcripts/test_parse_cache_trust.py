@@ -257,3 +257,25 @@ def test_nothing_in_the_readers_unpickles() -> None:
     for path in root.glob("*.py"):
         code = path.read_text()
         assert "import pickle" not in code and "pickle.load" not in code, path
+
+
+@pytest.mark.e2e
+def test_kit_history_runs_no_planted_pickle_and_says_so_on_the_terminal(tmp_path: Path) -> None:
+    """As the probe did it: a pickle planted in the user's cache folder, then ``python -m kit history``. Nothing
+    runs, the command succeeds, and its terminal says once which folder was not used and why."""
+    import subprocess
+    import sys
+
+    from tests.support import ROOT, cli_env
+
+    folder, marker = history(tmp_path), tmp_path / "ran"
+    store = tmp_path / "xdg" / "agent-ab-kit" / "parse"
+    store.mkdir(parents=True, mode=0o700)
+    (store / "index.pkl").write_bytes(payload(marker))
+    argv = [sys.executable, "-m", "kit", "history", str(folder), "--out", str(tmp_path / "out")]
+    env = cli_env() | {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+    told = [line for line in done.stderr.splitlines() if line.startswith("note: ")]
+    assert len(told) == 1 and str(store) in told[0] and "parse cache: " in told[0], done.stderr
