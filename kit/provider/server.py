@@ -379,7 +379,10 @@ class ProviderApp:
         raw = await _read_body(request, self.max_body_bytes, self.body_timeout_s)
         prepared = await asyncio.to_thread(self._prepare, api, raw, fields)
         reply = self.policy.reply(prepared.parsed.conversation)
-        return await asyncio.to_thread(self._finish, api, prepared, reply)
+        answer = await asyncio.to_thread(self._finish, api, prepared, reply)
+        if isinstance(self.clock, SimulatedClock):
+            self.clock.advance(answer.logged["usage"]["output_tokens"])
+        return answer
 
     def _prepare(self, api: _Api, raw: bytes, fields: dict[str, Any]) -> _Prepared:
         """Decode, check and segment the body, and let the cache engine decide (a worker thread's part)."""
@@ -523,14 +526,31 @@ class _TrialPrefix:
         await self.app(scope, receive, send)
 
 
-class _WallClock:
-    """Seconds since the server started: the engine's default simulated clock."""
+class SimulatedClock:
+    """The embedded provider's time: the seconds a run of real agents would have taken, advanced by each
+    answer (``advance``), never read off the machine.
+
+    The cache engine's entries expire by it (a profile's TTL) and the log's ``t`` is it, so the cache model's
+    replay sees the same times. Read off the machine, a batch's cache outcomes would depend on how busy the
+    machine was (a trial slowed past a 5-minute TTL misses what it hit on an idle one), and the scripted
+    model, which answers in milliseconds, would never let an entry expire at all. Advanced per answer, a
+    seeded batch run one trial at a time has the same outcomes on any machine (docs/method.md#clock).
+    """
+
+    CLIENT_S = 2.0  # per answer: the agent's own time before its next request (tools run, a CLI starts)
+    OUTPUT_TOKENS_PER_S = 50.0  # the simulated model's generation speed
 
     def __init__(self) -> None:
-        self._start = time.monotonic()
+        self._now = 0.0
+        self._lock = threading.Lock()
 
     def __call__(self) -> float:
-        return time.monotonic() - self._start
+        return self._now
+
+    def advance(self, output_tokens: int) -> None:
+        """One answer of ``output_tokens`` was given: time passes as its generation and the client's turn."""
+        with self._lock:
+            self._now += self.CLIENT_S + output_tokens / self.OUTPUT_TOKENS_PER_S
 
 
 class Provider(LoopbackService):
@@ -611,7 +631,8 @@ def start(
     ``profile`` applies to every route; ``None`` gives each API its own provider's (``DEFAULT_PROFILES``),
     one engine per profile, each holding up to ``capacity_tokens``. ``port=0`` picks a free port.
     ``log_path=None`` logs to a temporary file, removed when the provider stops. ``clock`` is the cache
-    engine's simulated time in seconds (default: wall-clock seconds since start). A request body larger than
+    engine's time in seconds (default: a ``SimulatedClock``, advanced by each answer; a plain callable is
+    read as it is). A request body larger than
     ``max_body_bytes`` gets 413; one not received within ``body_timeout_s`` gets 408.
     """
     if isinstance(profile, str):
@@ -628,7 +649,7 @@ def start(
             seed=seed,
             survival=survival,
             capacity_tokens=capacity_tokens,
-            clock=clock or _WallClock(),
+            clock=clock or SimulatedClock(),
             log=RequestLog(log_path),
             max_body_bytes=max_body_bytes,
             body_timeout_s=body_timeout_s,
