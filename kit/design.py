@@ -33,6 +33,7 @@ PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 SESSIONS = ("fresh", "resume")
 SETTINGS = ("model", "effort", "codex_bin", "claude_bin")  # what an arm may set for itself (Arm fields)
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TRIAL_ID = "r{run:02d}-{arm}"  # a trial's id (``trial_id``), which names its folder
 
 
 class ParamError(KitError, ValueError):
@@ -131,7 +132,7 @@ def trial_id(arm: str, run: int) -> str:
     arm must be a name that is one path component (``kit.names``; the parameters are checked first)."""
     if not is_name(arm):
         raise ParamError("arms", f"{arm!r} cannot name a trial", f"arm names of {NAME_RULE}")
-    return f"r{run:02d}-{arm}"
+    return TRIAL_ID.format(run=run, arm=arm)
 
 
 def _arm_order(arms: list[str], run: int, order: str, seed: int) -> list[str]:

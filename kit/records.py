@@ -155,7 +155,8 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     status: Annotated[
         str,
         _d(
-            "`running`, `complete`, `incomplete` (a trial failed), or `failed` (an arm without a successful trial, or a stage that stopped)"
+            "`running`, `complete`, `incomplete` (a trial failed), or `failed` (an arm without a successful "
+            "trial, or a stage that stopped)"
         ),
     ]
     versions: Annotated[dict[str, str | None], _d("package and kit versions at the last (re)start")] = {}

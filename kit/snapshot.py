@@ -250,7 +250,8 @@ def snapshot_to_trials(snapshot: Snapshot, encoding: str = "o200k_base", batch: 
                     "batch": name,
                     "arm": arm,
                     "run": run,
-                    "trial_id": design.trial_id(arm, run),
+                    # in a frame only, never a folder: a snapshot's arms are its file's keys (``__baseline__``)
+                    "trial_id": design.TRIAL_ID.format(run=run, arm=arm),
                     "status": "ok",
                     "reason": "",
                     "grade_detail": "",

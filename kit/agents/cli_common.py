@@ -52,7 +52,7 @@ import orjson
 import kit
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.layout import atomic_write
-from kit.names import child
+from kit.names import OutsideRoot, child, inside
 from kit.redact import MASK, SECRET_NAME, redact
 
 TOOLS_BIN = Path(kit.__file__).resolve().parents[1] / ".tools" / "node_modules" / ".bin"
@@ -188,7 +188,6 @@ def _run_process(
     after a grace period, and SIGKILL to any straggler once the leader has exited.
     """
     t0 = time.perf_counter()
-    timed_out, stopped = False, ""
     leader = [SETPRIV, "--pdeathsig", "KILL", "--", *argv] if SETPRIV else list(argv)
     with stdout.open("ab") as out, stderr.open("ab") as err:
         try:
@@ -208,15 +207,8 @@ def _run_process(
             _running[proc.pid] = proc.pid
         try:
             _record_group(stdout.parent / GROUP_FILE, proc.pid, env.get("HOME"))
-            while True:
-                try:
-                    proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
-                    break
-                except subprocess.TimeoutExpired:
-                    stopped = watch()
-                    if stopped or time.monotonic() >= deadline:
-                        timed_out = not stopped
-                        break
+            stopped = _wait(proc, deadline, watch)
+            timed_out = proc.returncode is None and not stopped
             if proc.returncode is None:
                 _signal_group(proc.pid, signal.SIGTERM)
                 try:
@@ -231,6 +223,19 @@ def _run_process(
             with _running_lock:
                 _running.pop(proc.pid, None)
     return Completed(shown, proc.returncode, timed_out, time.perf_counter() - t0, stopped)
+
+
+def _wait(proc: subprocess.Popen, deadline: float, watch: Callable[[], str]) -> str:
+    """Wait until ``proc`` exits or ``deadline`` passes, asking ``watch`` every ``POLL_S``; its reason to stop
+    the process, or "" (exited, or the deadline: ``proc.returncode`` tells which)."""
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+            return ""
+        except subprocess.TimeoutExpired:
+            stopped = watch()
+            if stopped or time.monotonic() >= deadline:
+                return stopped
 
 
 def stop_all() -> None:
@@ -323,9 +328,13 @@ def _leftovers(record: Mapping[str, object]) -> set[int]:
     return found
 
 
-def reap(trial_dir: Path, wait_s: float = REAP_WAIT_S) -> None:
+def reap(trial_dir: Path, homes: Path, wait_s: float = REAP_WAIT_S) -> None:
     """Kill what an interrupted attempt of a trial left running (its ``GROUP_FILE``) and wait until it is gone,
-    then remove its home; before the attempt is set aside, so nothing writes into its files afterwards."""
+    then remove its home; before the attempt is set aside, so nothing writes into its files afterwards.
+
+    The record is read, not trusted (a batch folder can come from elsewhere): its home is used, to find
+    processes and to be removed, only if it lies inside ``homes`` (``homes_root``), and its group only if
+    this boot's process of that id started when the record says."""
     path = trial_dir / GROUP_FILE
     if not path.is_file():
         return
@@ -333,6 +342,12 @@ def reap(trial_dir: Path, wait_s: float = REAP_WAIT_S) -> None:
         record = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError:
         return
+    if not isinstance(record, dict):
+        return
+    try:
+        record["home"] = str(inside(homes, Path(record["home"])))
+    except (KeyError, TypeError, OSError, OutsideRoot):
+        record["home"] = None
     end = time.monotonic() + wait_s
     while True:
         left = _leftovers(record)
@@ -444,11 +459,15 @@ def trial_home(spec: TrialSpec, cli: str) -> Path:
     databases; with a login, credentials); not under /tmp when avoidable, because Codex refuses to
     create its helper binaries there. It is deleted once the transcripts are copied.
     """
-    root = Path(str(spec.options.get("home_root") or spec.workdir.resolve().parent / ".homes"))
-    home = child(root, f"{spec.trial_id}-{cli}").resolve()  # removed below: never a path a name leads out of root
+    home = child(homes_root(spec), f"{spec.trial_id}-{cli}").resolve()  # removed below: never outside its root
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     return home
+
+
+def homes_root(spec: TrialSpec) -> Path:
+    """Where a trial's CLI homes go: ``home_root``, else ``.homes`` beside the work dirs."""
+    return Path(str(spec.options.get("home_root") or spec.workdir.resolve().parent / ".homes"))
 
 
 def home_name(spec: TrialSpec, cli: str) -> str:

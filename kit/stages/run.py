@@ -51,7 +51,7 @@ from tqdm import tqdm
 
 from kit import design, provenance, tasks
 from kit.agents.base import TrialOutcome, TrialSpec
-from kit.agents.cli_common import reap, resolve_binary, stop_all, version
+from kit.agents.cli_common import homes_root, reap, resolve_binary, stop_all, version
 from kit.backends import BACKENDS
 from kit.design import Arm, ParamError, Slot
 from kit.errors import KitError
@@ -435,7 +435,7 @@ def _run_slots(
         try:
             meta = _run_trial(cfg, bd, slot, workdirs[slot.arm], *endpoint, stopping)
             status, tokens = meta.status, meta.total_tokens
-        except Interrupted:
+        except _Interrupted:
             return  # left unrecorded: a resume sets it aside and runs it again
         except Exception as exc:  # the trial could not be recorded in its folder: say so, go on
             status, tokens = "error", 0
@@ -726,7 +726,7 @@ def _api_key(cfg: RunConfig) -> str:
     return key
 
 
-class Interrupted(Exception):
+class _Interrupted(Exception):
     """The batch was interrupted while the trial ran and the trial did not finish: it is not recorded."""
 
 
@@ -734,14 +734,14 @@ def _run_trial(
     cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url: str, log_path: Path, stopping: threading.Event
 ) -> TrialMeta:
     tdir = bd.trial(slot.trial_id)
+    spec = _trial_spec(cfg, slot, workdir, tdir, trial_base_url(base_url, slot.trial_id))
     if tdir.exists():
         failed = (tdir / TRIAL_META).exists()
         if not failed:  # an interrupted attempt: what it left running must not write into it once set aside
-            reap(tdir)
+            reap(tdir, homes_root(spec))
         _set_aside(bd, tdir, "failed" if failed else "incomplete")
     tdir.mkdir(parents=True)
     attempt = 1 + sum(1 for why in ("failed", "incomplete") for _ in (bd.raw / f"_{why}").glob(f"{tdir.name}.*"))
-    spec = _trial_spec(cfg, slot, workdir, tdir, trial_base_url(base_url, slot.trial_id))
     spec = dataclasses.replace(spec, provider_log=log_path, attempt=attempt)
     offset = log_path.stat().st_size if log_path.exists() else 0
     started, t0 = _now(), time.perf_counter()
@@ -751,7 +751,7 @@ def _run_trial(
         outcome = TrialOutcome(status="failed", reason=f"{type(exc).__name__}: {exc}")
         write_text(tdir / "error.txt", traceback.format_exc())
     if stopping.is_set() and outcome.status != "ok":
-        raise Interrupted(slot.trial_id)
+        raise _Interrupted(slot.trial_id)
     timing = {"started_at": started, "ended_at": _now(), "wall_s": round(time.perf_counter() - t0, 4)}
     copied = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl")
     write_text(tdir / "answer.md", "\n\n---\n\n".join(outcome.answers))

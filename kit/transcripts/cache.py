@@ -224,8 +224,8 @@ class Store:
             pieces = {path: kept[name][path] for path, name in index.live.items()}
         except FileNotFoundError:  # no cache yet, or another process's write removed a segment since
             return
-        except (Refused, KeyError) as exc:  # KeyError: the index names a file or piece its segments lack
-            _tell(folder, str(exc) if isinstance(exc, Refused) else f"{INDEX} and its segments disagree")
+        except (_Refused, KeyError) as exc:  # KeyError: the index names a file or piece its segments lack
+            _tell(folder, str(exc) if isinstance(exc, _Refused) else f"{INDEX} and its segments disagree")
             return
         self.pieces, self.segments = pieces, segments
         self.digests = {part: index.digests[part] for name in names for part in _files(name)}
@@ -284,7 +284,7 @@ class Store:
             return
         try:
             _write(self.folder, segments, pieces, self.digests)
-        except (OSError, Refused, TypeError, ValueError, msgspec.EncodeError) as exc:  # an int beyond 64 bits
+        except (OSError, _Refused, TypeError, ValueError, msgspec.EncodeError) as exc:  # an int beyond 64 bits
             warnings.warn(f"parse cache {self.folder} not written: {exc}", stacklevel=1)
 
 
@@ -297,7 +297,7 @@ class _Index(msgspec.Struct, forbid_unknown_fields=True):
     digests: dict[str, str]
 
 
-class Refused(Exception):
+class _Refused(Exception):
     """A cache folder or file that is not to be trusted; the message says which and why."""
 
 
@@ -329,34 +329,34 @@ def _folder_refusal(folder: Path) -> str | None:
 
 def _read_own(path: Path) -> bytes:
     """The bytes of a cache file that is the user's own (``_untrusted``), not followed through a link.
-    Raises ``FileNotFoundError`` where there is none, ``Refused`` for any other reason not to read it."""
+    Raises ``FileNotFoundError`` where there is none, ``_Refused`` for any other reason not to read it."""
     try:
         with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NOFOLLOW)) as handle:
             st = os.fstat(handle.fileno())
             why = "is not a regular file" if not stat.S_ISREG(st.st_mode) else _untrusted(st)
             if why is not None:
-                raise Refused(f"{path.name} {why}")
+                raise _Refused(f"{path.name} {why}")
             return handle.read()
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise Refused(f"{path.name} cannot be read ({exc.strerror})") from exc
+        raise _Refused(f"{path.name} cannot be read ({exc.strerror})") from exc
 
 
 def _checked(folder: Path, part: str, digests: dict[str, str]) -> bytes:
-    """A segment file's bytes, once their digest is the one the index keeps (``Refused`` if not)."""
+    """A segment file's bytes, once their digest is the one the index keeps (``_Refused`` if not)."""
     data = _read_own(folder / part)
     if hashlib.sha256(data).hexdigest() != digests[part]:
-        raise Refused(f"{part} does not match its digest in {INDEX} (changed since written)")
+        raise _Refused(f"{part} does not match its digest in {INDEX} (changed since written)")
     return data
 
 
 def _decoded(data: bytes, kind: Any, what: str) -> Any:
-    """``data`` decoded from MessagePack into ``kind`` (``Refused`` if it does not decode as the kit wrote it)."""
+    """``data`` decoded from MessagePack into ``kind`` (``_Refused`` if it does not decode as the kit wrote it)."""
     try:
         return msgspec.msgpack.decode(data, type=kind, dec_hook=_decode_hook)
     except msgspec.DecodeError as exc:
-        raise Refused(f"{what} does not decode as the kit writes it ({exc})") from exc
+        raise _Refused(f"{what} does not decode as the kit writes it ({exc})") from exc
 
 
 def _encode_hook(value: object) -> object:
@@ -415,12 +415,12 @@ def _frame(data: bytes, what: str) -> pd.DataFrame:
     try:
         table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
     except (pa.ArrowException, ValueError, OSError) as exc:
-        raise Refused(f"{what} is not an Arrow file the kit wrote ({exc})") from exc
+        raise _Refused(f"{what} is not an Arrow file the kit wrote ({exc})") from exc
     cells: dict[str, Any] = {}
     for column, found in zip(table.schema, table.columns, strict=True):
         kind = FROM_ARROW.get(column.type) if not isinstance(column.type, pa.ExtensionType) else None
         if kind is None or column.metadata or column.name in cells:
-            raise Refused(f"{what}: column {column.name!r} ({column.type}) is not one the kit writes")
+            raise _Refused(f"{what}: column {column.name!r} ({column.type}) is not one the kit writes")
         cells[column.name] = schema.PANDAS_TYPES[kind].__from_arrow__(found)
     return pd.DataFrame(cells, columns=list(cells), copy=False)
 
@@ -452,16 +452,16 @@ def _write(folder: Path, segments: dict[str, Segment], pieces: dict[str, Piece],
 
 
 def _own_folder(folder: Path) -> None:
-    """Make the cache folder, for this user alone (mode 0700); ``Refused`` if it is there and not to be used."""
+    """Make the cache folder, for this user alone (mode 0700); ``_Refused`` if it is there and not to be used."""
     why = _folder_refusal(folder)
     if why is not None:
-        raise Refused(f"{folder} {why}")
+        raise _Refused(f"{folder} {why}")
     folder.parent.mkdir(parents=True, exist_ok=True)
     with suppress(FileExistsError):
         folder.mkdir(mode=FOLDER_MODE)
     why = _folder_refusal(folder)  # made by another process meanwhile
     if why is not None:
-        raise Refused(f"{folder} {why}")
+        raise _Refused(f"{folder} {why}")
 
 
 def _put(target: Path, data: bytes | pa.Buffer) -> str:

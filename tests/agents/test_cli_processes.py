@@ -71,7 +71,7 @@ def test_reap_kills_a_recorded_group_and_removes_its_home(tmp_path):
         while len(_group(proc.pid)) < 3:  # sh and its two sleeps
             time.sleep(0.01)
         cli_common._record_group(tmp_path / cli_common.GROUP_FILE, proc.pid, str(home))
-        cli_common.reap(tmp_path)
+        cli_common.reap(tmp_path, tmp_path)
         assert _group(proc.pid) == [] and not home.exists()
     finally:
         if _group(proc.pid):
@@ -92,8 +92,30 @@ def test_reap_leaves_a_group_whose_leader_is_another_process(tmp_path):
         record = orjson.loads((tmp_path / cli_common.GROUP_FILE).read_bytes())
         record["start_time"] -= 1  # the recorded leader started earlier than the process now holding its pid
         (tmp_path / cli_common.GROUP_FILE).write_bytes(orjson.dumps(record))
-        cli_common.reap(tmp_path)
+        cli_common.reap(tmp_path, tmp_path)
         assert sorted(_group(proc.pid)) == members
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_reap_trusts_no_home_outside_the_homes_root(tmp_path):
+    """A record read from a batch folder names a home elsewhere (copied from another machine, or edited): the
+    processes that hold that home are not killed and the folder is not removed."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    proc = _stand_in(victim)
+    trial = tmp_path / "trial"
+    trial.mkdir()
+    try:
+        while len(_group(proc.pid)) < 3:  # sh and its two sleeps
+            time.sleep(0.01)
+        members = sorted(_group(proc.pid))
+        record = {"pgid": 1 << 22, "start_time": 0, "boot_id": cli_common._boot_id(), "home": str(victim)}
+        (trial / cli_common.GROUP_FILE).write_bytes(orjson.dumps(record))
+        cli_common.reap(trial, tmp_path / "homes")
+        assert sorted(_group(proc.pid)) == members and (victim / "keep.txt").read_text() == "mine"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
