@@ -57,7 +57,7 @@ browser-tools-if-reachable:
 
 # One committed example batch per task pack (every params/*.yaml) into outputs/examples/<task>/: seeded, one
 # trial at a time, each folder rebuilt from scratch (a same-named batch would resume), then made lean
-# (kit/lean_examples.py). The batch salt is random, so token counts move a little on each rebuild.
+# (kit/cli/examples.py). The batch salt is random, so token counts move a little on each rebuild.
 EXAMPLE_RUNS   ?= 5
 EXAMPLE_PARAMS ?= $(wildcard params/*.yaml)
 examples: install
@@ -68,7 +68,7 @@ examples: install
 		$(BIN)/python -m kit batch -f $$f -p batch $$task -p outputs_dir outputs/examples \
 			-p runs_per_arm $(EXAMPLE_RUNS) -p concurrency 1 -p salt example-$$task; \
 	done
-	$(BIN)/python -m kit.lean_examples outputs/examples
+	$(BIN)/python -m kit.cli.examples outputs/examples
 	@du -sh outputs/examples
 
 # bench/parse.py (parse speed: cold, warm cache, 1% grown) against its peers, pinned, installed first into a

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 from cache_engine import synthetic_batch  # bench/cache_engine.py: ~5M recorded prompt tokens, 2 arms x 10 trials
 
-from kit import cachemodel, occupancy, stats
+from kit import stats
+from kit.analysis import cachemodel, occupancy
 
 
 @dataclass(frozen=True)

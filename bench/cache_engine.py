@@ -2,7 +2,7 @@
 
 Prints two tables: microseconds per ``CacheEngine.process`` call for prompts of 50/200/1000 segments (a
 first, cold request vs a follow-up that extends a cached prompt by two segments), per profile; and the wall
-time of ``kit.cachemodel.warmth_sweep`` (21 levels, 1000 bootstrap resamples) on a synthetic batch of about
+time of ``kit.analysis.cachemodel.warmth_sweep`` (21 levels, 1000 bootstrap resamples) on a synthetic batch of about
 5 million recorded prompt tokens (2 arms x 10 trials of growing agent conversations).
 
 Run: ``.venv/bin/python bench/cache_engine.py``
@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from kit.cachemodel import warmth_sweep
+from kit.analysis.cachemodel import warmth_sweep
 from kit.provider.cache import CacheEngine, Segment, profile_names
 
 SIZES = (50, 200, 1000)

@@ -24,7 +24,7 @@ import orjson
 from kit import tasks
 from kit.agents import claude, cli_common, codex
 from kit.agents.base import TrialSpec
-from kit.design import Arm
+from kit.experiment.design import Arm
 from kit.provider import Conversation, Reply, serve
 from kit.stages import run
 from kit.tasks import tooluse

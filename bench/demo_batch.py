@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kit import pipeline
+from kit.cli import pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 

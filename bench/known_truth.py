@@ -49,10 +49,12 @@ import pandas as pd
 from openai.types.responses import Response
 from scipy import stats as sps
 
-from kit import design, metrics, stats, transcripts
+from kit import stats, transcripts
 from kit.agents import sdk
 from kit.agents.base import TrialSpec
 from kit.agents.filetools import SPECS, FileTools
+from kit.analysis import metrics
+from kit.experiment import design
 from kit.provider.cache import load_profile
 from kit.provider.log import RequestLog
 from kit.provider.policy import Conversation, Reply
@@ -127,7 +129,7 @@ class Lab:
 
     One provider app serves the whole study (its cache state does not touch total tokens). Each trial's
     responses are recorded in the SDK agent's own format and read back through ``kit.transcripts`` and
-    ``kit.metrics.trial_table``: the totals are the parse stage's, not a shortcut.
+    ``kit.analysis.metrics.trial_table``: the totals are the parse stage's, not a shortcut.
     """
 
     def __init__(self, setup: Setup, root: Path):
@@ -234,7 +236,7 @@ class Lab:
         raise RuntimeError(f"trial {spec.trial_id}: max_cycles {spec.max_cycles} reached")
 
     def run(self, batch: str, slots: Sequence[design.Slot], forced: dict[str, int] | None = None) -> pd.DataFrame:
-        """The trials table (``kit.metrics.trial_table``) of ``slots``, run in schedule order."""
+        """The trials table (``kit.analysis.metrics.trial_table``) of ``slots``, run in schedule order."""
         folder = self.root / "records" / batch
         folder.mkdir(parents=True)
         meta, paths = [], []

@@ -17,7 +17,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from kit import pipeline
+from kit.cli import pipeline
 from kit.stages import run
 
 ROOT = Path(__file__).resolve().parent.parent

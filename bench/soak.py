@@ -73,9 +73,10 @@ class _Tally:
 
 def _client(index: int, base_url: str, until: float, workdir: Path, out_root: Path, tally: _Tally) -> None:
     """Run trials back to back until ``until`` (time.monotonic); record each response's latency."""
-    from kit import design, tasks
+    from kit import tasks
     from kit.agents import sdk
     from kit.agents.base import TrialSpec
+    from kit.experiment import design
 
     pack = tasks.get("batch-read")
     arms = list(pack.arms().values())

@@ -28,10 +28,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, PercentFormatter
 
+from kit.analysis.metrics import arm_summary
+from kit.analysis.occupancy_block import COMPARISON_COLUMNS
 from kit.errors import InputError
-from kit.layout import atomic_write
-from kit.metrics import arm_summary
-from kit.occupancy_block import COMPARISON_COLUMNS
+from kit.files import atomic_write
 from kit.records import Design
 
 SIMULATION_CAPTION = "SIMULATION (embedded provider) — not a real model's cost"
@@ -244,7 +244,7 @@ def _replayed_curves(
 ) -> list[tuple[str, str]]:
     """Each arm pair's replayed curve with its band and its cold end (the input-token ratio); the pairs drawn.
     Appends the curves' hit rates to ``xs`` and, where full survival stops short of 100 %, a note."""
-    # docs/tables.md names the band lower/upper; kit.cachemodel.warmth_sweep writes ratio_lower/ratio_upper.
+    # docs/tables.md names the band lower/upper; kit.analysis.cachemodel.warmth_sweep writes ratio_lower/ratio_upper.
     warmth = warmth.rename(columns={"ratio_lower": "lower", "ratio_upper": "upper"})
     _require(warmth, ["hit_rate_a", "hit_rate_b", "ratio", "lower", "upper", "total_ratio"], "warmth")
     groups = warmth.groupby(["arm_a", "arm_b"], sort=True) if "arm_a" in warmth.columns else [(("a", "b"), warmth)]
@@ -711,7 +711,7 @@ def _arm_intervals(trials: pd.DataFrame, metrics: Iterable[str], arms: pd.DataFr
     """Per arm and metric: mean and 95% interval as ``analysis/arms.csv`` holds them.
 
     Why one source: the figure, the report and arms.csv must quote the same interval. Given the analysis'
-    ``arms`` table its rows are used; otherwise they are computed by :func:`kit.metrics.arm_summary`, the
+    ``arms`` table its rows are used; otherwise they are computed by :func:`kit.analysis.metrics.arm_summary`, the
     function that writes arms.csv (with its defaults, which are the analyze stage's).
     """
     wanted = [m for m in metrics if m in trials.columns]

@@ -1,6 +1,6 @@
 """The history's figures and report (``kit.stages.history``): a user's own sessions, not a simulation.
 
-The report reuses the batch report's table and HTML helpers (``kit.report``) and the figures' writer
+The report reuses the batch report's table and HTML helpers (``kit.report.batch``) and the figures' writer
 (``kit.charts.save``), so a history folder reads like a batch folder: ``report.md``/``report.html``,
 ``figures/*.png|svg``, ``analysis/*.csv``, ``tables/``. Every section cites the method it applies.
 """
@@ -19,8 +19,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from kit import charts
-from kit.layout import BatchDir, write_text
-from kit.report import _html, interval, md_table
+from kit.experiment.layout import BatchDir
+from kit.files import write_text
+from kit.report.batch import _html, interval, md_table
 from kit.stages import history
 from kit.transcripts.twins import Twin
 

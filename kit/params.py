@@ -1,7 +1,7 @@
 """Notebook parameters: one table per notebook of what each parameter accepts, checked in the first cell.
 
 A wrong parameter stops the notebook before any work with a message that names the parameter
-and the accepted values (``kit.design.ParamError``). That includes a name no notebook declares:
+and the accepted values (``kit.experiment.design.ParamError``). That includes a name no notebook declares:
 papermill injects unknown parameters with only a warning (a typo such as ``runs_per_armm`` would
 silently run the default), so ``collect`` reads the names papermill injected from the kernel's input
 history (``In``: the cell that papermill heads ``# Parameters``) and refuses any that no stage knows,
@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from kit.backends import NAMES as BACKEND_NAMES
-from kit.design import ISOLATION_MODES, ORDERS, ParamError
+from kit.experiment.backends import NAMES as BACKEND_NAMES
+from kit.experiment.design import ISOLATION_MODES, ORDERS, ParamError
 from kit.jsontypes import ParamValues
 from kit.names import NAME_RULE, is_name
 

@@ -5,8 +5,9 @@ spellings (``n_per_arm``, ``n``, ``runs_per_arm``) and a typo read ``None`` sile
 names its fields once, with a one-line description (``msgspec.Meta``) a reader and the docs can use;
 files decode into them with validation, and the old spellings of files already on disk are mapped in
 the one function that reads each file (``decode_design``, ``decode_manifest``, ``decode_trial_meta``),
-so every other module sees one name per fact. ``kit.layout`` writes them (``write_record``, ``write_design``):
-the JSON keeps today's keys and values, and a key written only once known (``UNSET`` until then) stays absent.
+so every other module sees one name per fact. ``kit.experiment.layout`` writes them (``write_record``,
+``write_design``): the JSON keeps today's keys and values, and a key written only once known (``UNSET`` until then)
+stays absent.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Annotated, Any
 import msgspec
 import pandas as pd
 
-from kit.design import Slot
+from kit.experiment.design import Slot
 
 __all__ = [
     "Analysis",
@@ -39,7 +40,7 @@ UNSET = msgspec.UNSET  # a key the file leaves out (written only once known), no
 
 def field_doc(meaning: str, unit: str = "") -> msgspec.Meta:
     """A field's one-line description (``Annotated[type, field_doc(...)]``), with the unit of its values where the
-    field is also a table column: ``kit.columns`` builds docs/tables.md from it, so the meaning is written once."""
+    field is also a table column: ``kit.cli.columns`` builds docs/tables.md from it, so the meaning is written once."""
     return msgspec.Meta(description=meaning, extra={"unit": unit} if unit else None)
 
 

@@ -42,8 +42,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from kit.design import ParamError
 from kit.errors import InputError, KitError
+from kit.experiment.design import ParamError
 from kit.records import _ARM, field_doc
 
 STITCH_LABEL = "cross-run stitch"
@@ -94,7 +94,7 @@ class StitchError(KitError, ValueError):
 _doc = field_doc
 
 
-# Meanings shared by several records' fields (and, through kit.columns, by other tables' columns of the same name).
+# Meanings shared by several records' fields (and, through kit.cli.columns, by other tables' columns of the same name).
 _BASELINE = _doc("the arm compared against", "id")
 _METRIC = _doc("the trials-table column compared", "column name")
 _LOWER = _doc("lower bound of the bootstrap interval", "as the estimate")

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from kit import pipeline
+from kit.cli import pipeline
 from kit.records import Design
 from kit.stages import run
 

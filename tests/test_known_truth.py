@@ -18,8 +18,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from kit import design, stats
+from kit import stats
 from kit.agents import sdk
+from kit.experiment import design
 from kit.provider import log as provider_log
 from kit.provider import serve, wire_openai
 from tests.support import ROOT

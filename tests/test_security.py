@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from kit import pipeline, tasks
+from kit import tasks
 from kit.agents import cli_common, sdk
 from kit.agents.base import TrialSpec
 from kit.agents.filetools import FileTools, ToolError
-from kit.design import Arm
-from kit.layout import BatchDir
+from kit.cli import pipeline
+from kit.experiment.design import Arm
+from kit.experiment.layout import BatchDir
 from kit.provider import Reply, ToolCall, serve
 from kit.provider.log import read as read_log
 from kit.provider.service import check_host
@@ -193,7 +194,7 @@ def test_no_key_material_in_a_full_papermill_batch_on_any_backend(tmp_path, plan
 
 def test_a_key_given_to_a_trial_is_masked_in_what_is_recorded(tmp_path, planted):
     """Even a key that reaches a command line or an error message is masked before it is written."""
-    from kit.redact import redact, redact_text
+    from kit.experiment.redact import redact, redact_text
 
     leaked = f"Authorization: Bearer {PLANTED['OPENAI_API_KEY']} and {PLANTED['GITHUB_TOKEN']}"
     assert "PLANTED" not in redact_text(leaked)
@@ -229,7 +230,7 @@ NETWORK_SCRIPT = textwrap.dedent(
     from kit.stages import run
     from kit.agents import claude, codex
     from kit.agents.base import TrialSpec
-    from kit.design import Arm
+    from kit.experiment.design import Arm
     from kit.provider import serve
     from kit.provider.log import read
     root = Path(sys.argv[1]); wd = root / "work" / "repo_a"; wd.mkdir(parents=True)

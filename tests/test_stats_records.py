@@ -2,7 +2,7 @@
 
 Why: ``docs/tables.md`` documents ``analysis/ratios.csv``, ``savings.csv`` and ``warmth_invariance.csv``
 from the fields of ``Comparison``, ``Savings`` and ``WarmthInvariance``; a field without a description would
-leave a column undocumented, and a second copy of a meaning in kit/columns.py would drift from the first.
+leave a column undocumented, and a second copy of a meaning in kit/cli/columns.py would drift from the first.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from msgspec.structs import asdict
 
-from kit import columns, records, stats
+from kit import records, stats
+from kit.cli import columns
 
 RECORDS = (stats.Comparison, stats.Interval, stats.Savings, stats.WarmthInvariance)
 
@@ -53,7 +54,7 @@ def test_savings_and_warmth_columns_take_the_records_descriptions():
 
 
 def test_columns_py_does_not_repeat_a_record_fields_description():
-    """One description in one place: no string literal of kit/columns.py is a record field's meaning."""
+    """One description in one place: no string literal of kit/cli/columns.py is a record field's meaning."""
     literals = {
         node.value
         for node in ast.walk(ast.parse(inspect.getsource(columns)))
@@ -61,7 +62,7 @@ def test_columns_py_does_not_repeat_a_record_fields_description():
     }
     described = (*RECORDS, records.TrialMeta, records.Design, records.Manifest)
     repeated = {m for r in described for m, _ in records.docs(r).values()} & literals
-    assert not repeated, f"kit/columns.py repeats record field descriptions: {sorted(repeated)}"
+    assert not repeated, f"kit/cli/columns.py repeats record field descriptions: {sorted(repeated)}"
 
 
 def test_a_record_becomes_a_row_with_its_fields_in_order():

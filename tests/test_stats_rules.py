@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from msgspec.structs import asdict
 
-from kit import report, stats
-from kit.design import ParamError
+from kit import stats
+from kit.experiment.design import ParamError
 from kit.records import Manifest
+from kit.report import batch as report
 from kit.stages.analyze import matched_runs
 from tests.report_tables import DESIGN
 from tests.support import ROOT

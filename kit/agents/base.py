@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from kit.design import Arm, cache_bust_tool_name
+from kit.experiment.design import Arm, cache_bust_tool_name
 from kit.provider.policy import NONCE_LINE
 
 # The kit's own agents' system prompt: as long as a real harness's guidance, so the shared prefix is

@@ -51,9 +51,9 @@ import orjson
 
 import kit
 from kit.agents.base import TrialOutcome, TrialSpec
-from kit.layout import atomic_write
+from kit.experiment.redact import MASK, SECRET_NAME, redact
+from kit.files import atomic_write
 from kit.names import OutsideRoot, child, inside
-from kit.redact import MASK, SECRET_NAME, redact
 
 TOOLS_BIN = Path(kit.__file__).resolve().parents[1] / ".tools" / "node_modules" / ".bin"
 # Inherited by every CLI: enough for a shell, a locale and a temp dir, nothing that configures the CLI.

@@ -1,7 +1,7 @@
 """The pure prompt-cache engine: (prompt segments, time, domain, profile) -> what was read and written.
 
 One engine serves two uses (docs/design.md): the embedded provider calls it live to answer real clients,
-and ``kit.cachemodel`` replays recorded requests through it offline at any warmth. It therefore imports
+and ``kit.analysis.cachemodel`` replays recorded requests through it offline at any warmth. It therefore imports
 nothing of the server and keeps every provider rule in a profile that is data
 (``kit/data/cache_profiles/*.yaml``, dated and sourced), because those rules change within months.
 
@@ -159,7 +159,7 @@ _FIELDS: dict[str, tuple[type | tuple[type, ...], bool]] = {  # key -> (YAML typ
     "max_writes": ((int, type(None)), False),
     "implicit_breakpoint": (bool, False),
     "block_size": (int, False),
-    "retention": (dict, False),  # which retentions a model is offered: read by kit.design.retention_offered
+    "retention": (dict, False),  # which retentions a model is offered: read by kit.experiment.design.retention_offered
 }
 _CHECKED = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 

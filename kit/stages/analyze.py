@@ -17,11 +17,13 @@ import msgspec
 import orjson
 import pandas as pd
 
-from kit import cachemodel, metrics, occupancy, occupancy_block, pricing, stats
-from kit.design_table import arm_settings
+from kit import stats
+from kit.analysis import cachemodel, metrics, occupancy, occupancy_block, pricing
+from kit.analysis.design_table import arm_settings
 from kit.errors import InputError
-from kit.layout import BatchDir, batch_paths, write_design, write_table
-from kit.lock import batch_lock
+from kit.experiment.layout import BatchDir, batch_paths, write_design
+from kit.experiment.lock import batch_lock
+from kit.files import write_table
 from kit.records import UNSET, Analysis, Design, Manifest, StopRule
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
@@ -187,7 +189,7 @@ def analyze_batches(
     out_dir: Path | None = None,
 ) -> Analysis:
     """Compute and write ``analysis/*.csv`` (into the first batch unless ``out_dir``), holding that batch's
-    lock (``kit.lock``) while it does."""
+    lock (``kit.experiment.lock``) while it does."""
     with nullcontext() if out_dir is not None else batch_lock(Path(batch_dirs[0])):
         return _analyze(
             batch_dirs,

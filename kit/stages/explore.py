@@ -7,7 +7,7 @@ batch's observed point on one replayed curve, and shows the same figure of each 
 Ratios across batches go through :func:`kit.stats.ratio`, so the stitch guard holds here too: arms
 that never shared a batch raise :class:`kit.stats.StitchError` unless ``allow_stitch`` is passed, and
 then the row is labelled a cross-run stitch.
-The lean committed examples (``make examples``) are :mod:`kit.lean_examples`'s job.
+The lean committed examples (``make examples``) are :mod:`kit.cli.examples`'s job.
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ import orjson
 import pandas as pd
 from matplotlib.figure import Figure
 
-from kit import cachemodel, charts, stats
+from kit import charts, stats
+from kit.analysis import cachemodel
 from kit.errors import InputError
-from kit.layout import ROOT, BatchDir, read_csv_as_written
+from kit.experiment.layout import ROOT, BatchDir
+from kit.files import read_csv_as_written
 from kit.records import Design
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use

@@ -1,18 +1,18 @@
 """Your own history: the kit's analysis of the sessions already on your disk (issue #17).
 
-``python -m kit history [PATH…] [--out DIR]`` and ``notebooks/history.ipynb`` read a user's Claude Code
-sessions (``$CLAUDE_CONFIG_DIR/projects`` or ``~/.claude/projects``) and Codex rollouts
+``notebooks/history.ipynb`` (and ``python -m kit history [PATH…] [--out DIR]``, ``kit.cli.history``) read a
+user's Claude Code sessions (``$CLAUDE_CONFIG_DIR/projects`` or ``~/.claude/projects``) and Codex rollouts
 (``$CODEX_HOME/sessions`` or ``~/.codex/sessions``) — real transcripts, not a simulation — through the
 same readers as the parse stage, with the incremental parse cache (``kit.transcripts.cache``) so a
 re-run reads only what changed. What it adds to per-file totals:
 
 - usage by day, session, project and model (ccusage's four views) with cost in USD and Codex credits
   from the dated rate cards (a model without a rate is NA and listed, never zero), subagent rows apart;
-- per session: cycles, prompt growth, compactions, and the occupancy block (``kit.occupancy``, the batch
+- per session: cycles, prompt growth, compactions, and the occupancy block (``kit.analysis.occupancy``, the batch
   analysis's code; docs/method.md#occupancy);
 - the structural cache on real transcripts (docs/method.md#structural-cache): with no prompt hashes,
   each session's requests are rebuilt under the prefix-extension rule (request k's prompt is request
-  k−1's plus what was appended; the sizes come from the usage) and replayed through ``kit.cachemodel``;
+  k−1's plus what was appended; the sizes come from the usage) and replayed through ``kit.analysis.cachemodel``;
   where the rule breaks (a compaction, a context drop) it is flagged; the modelled hits are compared
   with the observed cache reads, and the observed hits by idle gap give the warmth curve of the user's
   own sessions (docs/method.md#warmth);
@@ -24,12 +24,10 @@ re-run reads only what changed. What it adds to per-file totals:
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import warnings
 from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +36,9 @@ import orjson
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from kit import cachemodel, pricing, schema, transcripts
-from kit import occupancy as occ
+from kit import schema, transcripts
+from kit.analysis import cachemodel, pricing
+from kit.analysis import occupancy as occ
 from kit.errors import InputError
 from kit.stages import parse as parse_stage
 from kit.stats import STITCH_LABEL
@@ -63,8 +62,8 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "Result",
     "analyze",
     "compare",
+    "default_paths",
     "load",
-    "main",
     "rebuilt",
     "run",
     "session_occupancy",
@@ -99,7 +98,7 @@ CONFIDENCE = 0.95
 SEED = 20260601
 
 
-def _default_paths() -> list[Path]:
+def default_paths() -> list[Path]:
     """The folders Claude Code and Codex write their transcripts to, as far as they exist."""
     claude = Path(os.environ["CLAUDE_CONFIG_DIR"]) / "projects" if os.environ.get("CLAUDE_CONFIG_DIR") else None
     codex = Path(os.environ["CODEX_HOME"]) / "sessions" if os.environ.get("CODEX_HOME") else None
@@ -323,7 +322,7 @@ def sessions(history: History) -> pd.DataFrame:
 
 
 def session_occupancy(history: History, window_tokens: int = occ.WINDOW_TOKENS) -> pd.DataFrame:
-    """``kit.occupancy.measure`` of every session (trial = session), the batch analysis's code unchanged."""
+    """``kit.analysis.occupancy.measure`` of every session (trial = session), the batch analysis's code unchanged."""
     if history.requests.empty:
         return pd.DataFrame(columns=occ.COLUMNS)
     req = history.requests.drop(columns=COSTS)
@@ -336,9 +335,10 @@ def session_occupancy(history: History, window_tokens: int = occ.WINDOW_TOKENS) 
 
 
 def _occupancy_blocks(occupancy_rows: pd.DataFrame, window_tokens: int, sessions_: list[str]) -> dict[str, str]:
-    """The printed occupancy block of each of ``sessions_`` (``kit.occupancy_block``), where that module exists."""
+    """The printed occupancy block of each of ``sessions_`` (``kit.analysis.occupancy_block``), where that module
+    exists."""
     try:
-        from kit import occupancy_block
+        from kit.analysis import occupancy_block
     except ImportError:
         return {}
     known = occupancy_rows[occupancy_rows["calibration"] != "usage unknown"]
@@ -617,8 +617,8 @@ def analyze(
     cache: str | Path | None = None,
     top: int = 5,
 ) -> Result:
-    """Read and analyse a history (``paths`` None: ``_default_paths()``); ``top`` sessions get their block printed."""
-    paths = [Path(p).expanduser() for p in (paths or _default_paths())]
+    """Read and analyse a history (``paths`` None: ``default_paths()``); ``top`` sessions get their block printed."""
+    paths = [Path(p).expanduser() for p in (paths or default_paths())]
     if not paths:
         raise InputError("no transcript folder found: pass PATH (defaults: ~/.claude/projects, ~/.codex/sessions)")
     history = load(paths, since, until, cache)
@@ -638,7 +638,8 @@ def analyze(
 def write(result: Result, folder: str | Path) -> dict[str, Path]:
     """Tables under ``tables/``, views and analyses as CSV under ``analysis/``, figures, report.md and .html."""
     from kit import history_report
-    from kit.layout import BatchDir, write_table
+    from kit.experiment.layout import BatchDir
+    from kit.files import write_table
 
     folder = Path(folder)
     bd = BatchDir(folder)  # the history folder is laid out as a batch's: tables/, analysis/, figures/, report
@@ -681,59 +682,3 @@ def run(
     result = analyze(paths, since, until, group_by, compare, window_tokens, cache or parse_cache.default_folder())
     write(result, outputs_dir)
     return result
-
-
-# --- command line -----------------------------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kit history [PATH…] [--out DIR]``: execute notebooks/history.ipynb into DIR."""
-    from kit import pipeline
-
-    ap = argparse.ArgumentParser(prog="python -m kit history", description=__doc__.splitlines()[0])
-    ap.add_argument("paths", nargs="*", help="transcript files or folders (default: Claude Code's and Codex's own)")
-    ap.add_argument("--out", type=Path, help="output folder (default: outputs/history-<UTC time>)")
-    ap.add_argument("--since", help="first day, YYYY-MM-DD (UTC)")
-    ap.add_argument("--until", help="last day, YYYY-MM-DD (UTC)")
-    ap.add_argument("--compare", help='two groups as JSON, e.g. {"by": "period", "a": [null, "2026-05-01"], '
-                    '"b": ["2026-05-02", null]} or {"by": "project", "a": "x", "b": "y"}')  # fmt: skip
-    ap.add_argument("--window-tokens", type=int, default=occ.WINDOW_TOKENS)
-    args = ap.parse_args(argv)
-    paths = [str(Path(p).expanduser().resolve()) for p in args.paths] or [str(p) for p in _default_paths()]
-    if not paths:
-        print("error: no transcript folder found; pass PATH", file=sys.stderr)
-        return 1
-    missing = [p for p in paths if not Path(p).exists()]
-    if missing:
-        print(f"error: not found: {', '.join(missing)}", file=sys.stderr)
-        return 1
-    try:
-        spec = orjson.loads(args.compare) if args.compare else None
-    except orjson.JSONDecodeError as exc:
-        print(f"error: --compare is not JSON: {exc}", file=sys.stderr)
-        return 1
-    out = (args.out or Path("outputs") / f"history-{datetime.now(UTC):%Y%m%dT%H%M%SZ}").resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    parameters = {"paths": paths, "since": args.since, "until": args.until, "group_by": list(VIEWS)}
-    parameters |= {"compare": spec, "window_tokens": args.window_tokens, "outputs_dir": str(out)}
-    try:
-        pipeline.run_stage("history", out, parameters)
-    except pipeline.StageFailed as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    for note in _cache_notes(out):
-        print(f"note: {note}", file=sys.stderr)
-    print(f"history folder: {out}")
-    print(f"report: {out / 'report.html'}")
-    return 0
-
-
-def _cache_notes(folder: Path) -> list[str]:
-    """What the parse cache told this run (a folder it would not trust, and why): the notebook keeps it among
-    the parse issues, and the terminal says it too, since a refused cache is the user's to look at."""
-    from kit.layout import BatchDir, read_csv_as_written
-
-    path = BatchDir(folder).tables / "parse_issues.csv"
-    issues = read_csv_as_written(path) if path.is_file() else pd.DataFrame(columns=["reason"])
-    told = issues[issues["reason"].astype(str).str.startswith(parse_cache.NOTE_PREFIX)]
-    return [f"{row.source_path}: {row.reason}" for row in told.itertuples()]

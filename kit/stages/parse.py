@@ -19,9 +19,11 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from kit import metrics, transcripts
-from kit.layout import BatchDir, batch_path, write_table
-from kit.lock import batch_lock
+from kit import transcripts
+from kit.analysis import metrics
+from kit.experiment.layout import BatchDir, batch_path
+from kit.experiment.lock import batch_lock
+from kit.files import write_table
 from kit.schema import (
     CODE_MODE,
     ISSUE_COLUMNS,
@@ -70,7 +72,7 @@ def _trial_meta(bd: BatchDir) -> pd.DataFrame:
 
 def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame]:
     """Read every trial; write and return requests, trials, tool_results, parse_issues, segments, events.
-    Holds the batch's lock (``kit.lock``): a run still writing trials would be read half-done."""
+    Holds the batch's lock (``kit.experiment.lock``): a run still writing trials would be read half-done."""
     with batch_lock(Path(batch_dir)):
         return _parse_batch(BatchDir(Path(batch_dir)), strict)
 

@@ -13,10 +13,12 @@ from typing import Any
 import matplotlib
 import pandas as pd
 
-from kit import charts, report
-from kit.layout import BatchDir, batch_path, read_csv_as_written, shown
-from kit.lock import batch_lock
+from kit import charts
+from kit.experiment.layout import BatchDir, batch_path, shown
+from kit.experiment.lock import batch_lock
+from kit.files import read_csv_as_written
 from kit.records import Design, Published
+from kit.report import batch as report
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
     "CODE_MODE_FIGURES",

@@ -49,29 +49,21 @@ import orjson
 import pandas as pd
 from tqdm import tqdm
 
-from kit import design, provenance, tasks
+from kit import tasks
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.agents.cli_common import homes_root, reap, resolve_binary, stop_all, version
-from kit.backends import BACKENDS
-from kit.design import Arm, ParamError, Slot
 from kit.errors import KitError
-from kit.layout import (
-    TRIAL_META,
-    BatchDir,
-    atomic_write,
-    from_root,
-    new_batch_id,
-    sha256_tree,
-    shown,
-    write_record,
-    write_text,
-)
-from kit.lock import batch_lock
+from kit.experiment import design, provenance
+from kit.experiment.backends import BACKENDS
+from kit.experiment.design import Arm, ParamError, Slot
+from kit.experiment.layout import TRIAL_META, BatchDir, from_root, new_batch_id, shown, write_record
+from kit.experiment.lock import batch_lock
+from kit.experiment.redact import redact
+from kit.files import atomic_write, sha256_tree, write_text
 from kit.params import RUN, STOP_RULE, did_you_mean, validate
 from kit.provider.policy import Policy
 from kit.provider.service import trial_base_url
 from kit.records import UNSET, Decision, Manifest, StopRule, TrialMeta
-from kit.redact import redact
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
     "EMBEDDED_KEY",
@@ -116,7 +108,7 @@ IDENTITY = (
 
 
 def runner(backend: str) -> Callable[[str, TrialSpec], TrialOutcome]:
-    """The function that runs one trial on ``backend`` (a key of ``kit.backends.BACKENDS``)."""
+    """The function that runs one trial on ``backend`` (a key of ``kit.experiment.backends.BACKENDS``)."""
     return BACKENDS[backend].runner()
 
 
@@ -292,7 +284,7 @@ def _check_arm_settings(params: dict[str, Any], arm: Arm) -> None:
 
 def run_batch(cfg: RunConfig, progress: bool = True) -> Path:
     """Run (or resume) the batch; returns its folder. With a stop rule, block after block until it says stop.
-    Holds the batch's lock (``kit.lock``): a second run of the same batch is refused, not interleaved."""
+    Holds the batch's lock (``kit.experiment.lock``): a second run of the same batch is refused, not interleaved."""
     with batch_lock(cfg.batch_dir.root):
         try:
             return _run_batch(cfg, progress)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kit.design import ParamError
+from kit.experiment.design import ParamError
 from kit.tasks.base import Grade, TaskPack
 from kit.tasks.batch_read import BatchReadPack
 from kit.tasks.occupancy import OccupancyPack

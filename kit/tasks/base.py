@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from kit.design import Arm
+from kit.experiment.design import Arm
 from kit.jsontypes import PackFacts
 from kit.provider.policy import Policy
 

@@ -35,8 +35,8 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 
-from kit.design import Arm, Placement
 from kit.errors import InputError
+from kit.experiment.design import Arm, Placement
 from kit.jsontypes import PackFacts
 from kit.provider.policy import Conversation, Reply, ToolCall
 from kit.tasks import tooluse, userrepo

@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kit.design import ParamError
+from kit.experiment.design import ParamError
 from kit.jsontypes import PackFacts
 from kit.tasks import userrepo
 from kit.tasks.base import Grade

@@ -44,8 +44,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from kit.design import Arm
 from kit.errors import InputError
+from kit.experiment.design import Arm
 from kit.jsontypes import PackFacts
 from kit.provider.policy import Conversation, Reply, ToolCall
 from kit.tasks import tooluse

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import yaml
 
-from kit.design import Arm, ParamError
 from kit.errors import KitError
+from kit.experiment.design import Arm, ParamError
 from kit.jsontypes import PackFacts
 from kit.provider.policy import Conversation, Reply
 from kit.tasks.base import Grade

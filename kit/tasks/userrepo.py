@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.design import ParamError, Placement
+from kit.experiment.design import ParamError, Placement
 from kit.jsontypes import PackFacts
 from kit.tasks.base import Grade
 

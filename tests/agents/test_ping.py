@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from kit import ping
+from kit.cli import ping
 
 
 def test_ping_sdk_backends_reach_the_embedded_provider():
@@ -46,7 +46,7 @@ def test_ping_real_without_its_key_is_refused_before_any_request(monkeypatch):
 def test_ping_real_says_reached_only_when_an_answer_came(monkeypatch):
     """A real endpoint that does not answer (a loopback port bound but not listening: refused at once) is named as
     tried, not as reached; before, ``reached: https://api.openai.com`` stood above the connection error."""
-    from kit import backends
+    from kit.experiment import backends
 
     with socket.socket() as dead:
         dead.bind(("127.0.0.1", 0))

@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from kit import design
 from kit.agents import sdk, sessions
 from kit.agents.base import TrialSpec
-from kit.design import Arm, ParamError
+from kit.experiment import design
+from kit.experiment.design import Arm, ParamError
 from kit.provider import Reply, ToolCall, serve
 from kit.tasks import tooluse
 

@@ -21,13 +21,13 @@ import pytest
 from kit import tasks, transcripts
 from kit.agents import claude, cli_common, codex, filetools, mcp_server, sessions
 from kit.agents.base import TrialSpec
-from kit.design import Arm
-from kit.layout import BatchDir
+from kit.experiment.design import Arm
+from kit.experiment.layout import BatchDir
 from kit.provider import Conversation, Reply, serve
 from kit.provider.log import read as read_log
 from kit.stages import run
 from kit.tasks.batch_read import BATCHING, PROMPT
-from kit.transcripts import cli, sources
+from kit.transcripts import collect, sources
 
 PLANTED_OPENAI = "sk-proj-PLANTEDfakeOpenAIkey0123456789abcdef"
 PLANTED_ANTHROPIC = "sk-ant-api03-PLANTEDfakeAnthropicKey0123456789"
@@ -341,7 +341,7 @@ def test_small_batch_runs_through_the_run_stage_without_the_key(backend, tmp_pat
         assert all((tdir / name).is_file() for name in meta["transcripts"])
         # what ``python -m kit parse`` reads of the folder: the rollout or session file, once; the stdout
         # stream and the provider log only cross-check it, and agree
-        rows, issues = cli.trial_rows(sources.trial(tdir))
+        rows, issues = collect.trial_rows(sources.trial(tdir))
         assert issues == [] and set(rows["source_path"]) == {str(tdir / meta["transcripts"][0])}
         log = [orjson.loads(line) for line in (tdir / "provider_log.jsonl").read_bytes().splitlines()]
         assert usage_rows(rows) == [{c: r["usage"][c] for c in USAGE} for r in log]

@@ -14,10 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit import charts, pipeline
+from kit import charts
 from kit.agents import cli_common, codex
 from kit.agents.base import TrialSpec
-from kit.design import Arm
+from kit.cli import pipeline
+from kit.experiment.design import Arm
 from kit.provider.policy import Conversation, Message, ToolCall, ToolSpec
 from kit.stages import analyze, parse, plot, run
 from kit.tasks import batch_read, tooluse

@@ -26,9 +26,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit import design, pipeline
 from kit.agents import cli_common
-from kit.backends import BACKENDS as BACKENDS_BY_NAME
+from kit.cli import pipeline
+from kit.experiment import design
+from kit.experiment.backends import BACKENDS as BACKENDS_BY_NAME
 from kit.provider import serve
 from kit.stages import analyze, parse, run
 from tests.support import ROOT, serve_cli

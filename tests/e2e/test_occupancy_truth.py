@@ -43,8 +43,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import occupancy
 from kit.agents import cli_common
+from kit.analysis import occupancy
 from kit.stages import parse
 from tests.support import small_batch
 

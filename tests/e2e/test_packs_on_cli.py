@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit import occupancy, tasks
+from kit import tasks
 from kit.agents import cli_common
+from kit.analysis import occupancy
 from kit.stages import analyze, parse, plot, run
 from tests.support import small_batch
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kit import pipeline
 from kit.agents import cli_common
-from kit.layout import BatchDir
+from kit.cli import pipeline
+from kit.experiment.layout import BatchDir
 from kit.provider.policy import Conversation, Reply
 from kit.stages import run
 from kit.tasks import batch_read, userrepo

@@ -413,7 +413,7 @@ def test_no_key_in_any_byte_the_proxy_writes(tmp_path):
         }
     )
     log, out, err = tmp_path / "logs" / "proxy.jsonl", tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    code = "import sys; from kit.provider.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from kit.cli.provider import main; sys.exit(main(sys.argv[1:]))"
     with serve(seed=1) as up, upstream_of(_json_answer(quoted, status=401)) as refusing:
         for upstream in (up.base_url, refusing.url, f"http://127.0.0.1:{_free_port()}"):
             command = [sys.executable, "-c", code, "proxy", "--upstream", upstream, "--log", str(log)]

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from kit import pipeline
+from kit.cli import pipeline
 from kit.stages import analyze, parse, run
 from kit.tasks import batch_read
 from tests.support import ROOT

@@ -84,7 +84,7 @@ def _batch_folder(out: Path) -> None:
 
 def _state(out: Path) -> dict[str, str]:
     """Every path below ``out`` (folders too) with its content's sha256 (files)."""
-    from kit.layout import sha256_tree
+    from kit.files import sha256_tree
 
     return {str(p.relative_to(out)): "dir" for p in out.rglob("*") if p.is_dir()} | sha256_tree(out)
 
@@ -124,7 +124,7 @@ def test_a_mistake_is_one_line_and_changes_nothing(outcomes, case_id, code, says
 
 
 def test_help_lists_every_command_and_each_command_has_help():
-    from kit.__main__ import COMMANDS
+    from kit.cli.main import COMMANDS
 
     top = subprocess.run([sys.executable, "-m", "kit", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert top.returncode == 0
@@ -135,9 +135,9 @@ def test_help_lists_every_command_and_each_command_has_help():
 
 
 def test_stage_refused_on_a_folder_that_is_not_a_batch_lists_the_batches(tmp_path):
-    """The notebooks' own check (kit.layout.batch_path): what papermill by hand meets."""
-    from kit import layout
-    from kit.design import ParamError
+    """The notebooks' own check (kit.experiment.layout.batch_path): what papermill by hand meets."""
+    from kit.experiment import layout
+    from kit.experiment.design import ParamError
 
     for name in ("b", "a"):
         (tmp_path / name).mkdir()
@@ -151,7 +151,7 @@ def test_stage_refused_on_a_folder_that_is_not_a_batch_lists_the_batches(tmp_pat
 
 
 def test_relative_outputs_dir_is_the_repository_root_whatever_the_working_folder(tmp_path, monkeypatch):
-    from kit import layout
+    from kit.experiment import layout
 
     monkeypatch.chdir(tmp_path)  # JupyterLab's kernel starts in notebooks/
     assert layout.from_root("outputs") == ROOT / "outputs"
@@ -159,7 +159,7 @@ def test_relative_outputs_dir_is_the_repository_root_whatever_the_working_folder
 
 
 def test_written_files_are_readable_by_others_as_a_plain_open_makes_them(tmp_path):
-    from kit.layout import write_text
+    from kit.files import write_text
 
     old = os.umask(0o022)
     try:
@@ -178,8 +178,7 @@ def test_every_kit_error_class_has_the_one_root_and_a_bug_keeps_its_traceback(mo
     import pkgutil
 
     import kit
-    from kit import __main__ as cli
-    from kit import pipeline
+    from kit.cli import batch, pipeline
     from kit.errors import KitError
 
     modules = [importlib.import_module(m.name) for m in pkgutil.walk_packages(kit.__path__, "kit.")]
@@ -196,5 +195,5 @@ def test_every_kit_error_class_has_the_one_root_and_a_bug_keeps_its_traceback(mo
 
     monkeypatch.setattr(pipeline, "execute", broken)
     with pytest.raises(ZeroDivisionError):
-        cli._batch(["-f", "params/demo.yaml"])
+        batch.main(["-f", "params/demo.yaml"])
     assert "error:" not in capsys.readouterr().err

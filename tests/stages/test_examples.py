@@ -21,8 +21,9 @@ import pytest
 import yaml
 from matplotlib.collections import PathCollection, PolyCollection
 
-from kit import charts, pipeline, stats
-from kit.report import SIMULATION_BANNER
+from kit import charts, stats
+from kit.cli import pipeline
+from kit.report.batch import SIMULATION_BANNER
 from kit.stages import analyze, explore, parse, plot, run
 from tests.support import ROOT
 

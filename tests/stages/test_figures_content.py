@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit import charts, report
-from kit.layout import BatchDir
+from kit import charts
+from kit.experiment.layout import BatchDir
+from kit.report import batch as report
 from kit.stages import analyze, plot
 from tests.report_tables import DESIGN
 from tests.support import ROOT

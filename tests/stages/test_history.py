@@ -15,10 +15,11 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import history_report, occupancy_block, transcripts
+from kit import history_report, transcripts
+from kit.cli import occupancy as occupancy_cli
 from kit.stages import history
 from kit.transcripts import cache, twins
-from kit.transcripts.cli import TOTALS
+from kit.transcripts.collect import TOTALS
 from tests.support import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "transcripts"
@@ -77,7 +78,7 @@ def test_a_sessions_occupancy_is_priced_as_kit_occupancy_prices_it(result: histo
     """The history's occupancy reads what ``python -m kit occupancy`` reads of a session: each result's framing and
     ``o200k_base`` count, and its responses' (docs/method.md#calibration), so one session gets one ratio."""
     name = "claude-session_spotter_tool_heavy"
-    alone = occupancy_block.session(FIXTURES / f"{name}.jsonl").iloc[0]
+    alone = occupancy_cli.session(FIXTURES / f"{name}.jsonl").iloc[0]
     mine = result.occupancy[result.occupancy["trial_id"] == name].iloc[0]
     assert (
         (mine["priced_by"], mine["output_measure"])

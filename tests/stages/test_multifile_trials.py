@@ -17,9 +17,10 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import occupancy, transcripts
+from kit import transcripts
+from kit.analysis import occupancy
 from kit.stages import parse
-from kit.transcripts import cli, sources
+from kit.transcripts import collect, sources
 from tests.support import trial_meta
 
 TRIAL = "r00-fresh"
@@ -111,7 +112,7 @@ def test_occupancy_measures_the_main_window_and_starts_over_at_a_fresh_session(b
 
 def test_the_command_reads_the_folder_as_the_stage_does(batch):
     stage = parse.parse_batch(batch)["requests"]
-    rows, issues, note = cli.collect([batch / "raw" / TRIAL])
+    rows, issues, note = collect.collect([batch / "raw" / TRIAL])
     keys = ["cycle", "file_cycle", "file_role", "sidechain", "turn", "input_tokens"]
     assert rows[keys].equals(stage[keys]) and issues == [] and note.startswith("1 kit trial folder(s)")
     inside = rows["source_path"].str.removeprefix(str(batch.resolve()) + "/")  # the stage's tables: batch-relative

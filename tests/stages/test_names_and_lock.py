@@ -1,4 +1,4 @@
-"""Names that become paths, and one writer per batch (kit.names, kit.lock).
+"""Names that become paths, and one writer per batch (kit.names, kit.experiment.lock).
 
 An arm or batch name is a folder name: ``/../../tmp/victim`` once deleted ``/tmp/victim-codex`` through the
 CLI home a trial clears, ``a/b`` nested a trial where no table looked, a newline recorded 0 tokens for a trial
@@ -22,9 +22,9 @@ import pytest
 
 from kit.agents import cli_common
 from kit.agents.base import TrialSpec
-from kit.design import Arm, ParamError, trial_id
-from kit.layout import BatchDir
-from kit.lock import LOCK, BatchBusy, batch_lock
+from kit.experiment.design import Arm, ParamError, trial_id
+from kit.experiment.layout import BatchDir
+from kit.experiment.lock import LOCK, BatchBusy, batch_lock
 from kit.names import OutsideRoot, is_name
 from kit.stages import run
 from tests.support import ROOT, cli_env
@@ -105,7 +105,7 @@ def test_the_run_notebooks_own_check_refuses_them_too():
 
 
 def run_defaults() -> dict:
-    from kit.pipeline import defaults
+    from kit.cli.pipeline import defaults
 
     return defaults("run")
 
@@ -164,12 +164,12 @@ def test_a_trials_log_lines_are_matched_on_the_parsed_trial_id(tmp_path):
 _HOLD = """
 import sys, time
 from pathlib import Path
-from kit.lock import batch_lock
+from kit.experiment.lock import batch_lock
 with batch_lock(Path(sys.argv[1])):
     print("held", flush=True)
     if len(sys.argv) > 2:  # a child of the holder: runs a stage under the holder's lock
         import subprocess
-        child = "from kit.lock import batch_lock; from pathlib import Path; import sys\\n"
+        child = "from kit.experiment.lock import batch_lock; from pathlib import Path; import sys\\n"
         child += "with batch_lock(Path(sys.argv[1])): print('child ran', flush=True)"
         subprocess.run([sys.executable, "-c", child, sys.argv[1]], check=True)
     time.sleep(600)

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.container import BarContainer, ErrorbarContainer
 
-from kit import charts, occupancy_block
+from kit import charts
+from kit.analysis import occupancy_block
 from kit.stages import plot
 from tests.support import design
 

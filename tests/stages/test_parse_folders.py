@@ -18,8 +18,9 @@ import pandas as pd
 import pytest
 
 from kit import transcripts
+from kit.cli import parse as cli
 from kit.stages import parse
-from kit.transcripts import cli, sources
+from kit.transcripts import collect, sources
 from tests.support import FIXTURES, ROOT
 
 BATCH = ROOT / "outputs" / "examples" / "batch-read"
@@ -65,7 +66,7 @@ def test_the_command_and_the_stage_share_one_rule(tmp_path):
     """Same rows, same numbering: the rule lives in kit.transcripts.sources and both call it."""
     copy = shutil.copytree(BATCH, tmp_path / "batch-read", ignore=shutil.ignore_patterns("tables"))
     stage = parse.parse_batch(copy)["requests"]
-    command, issues, _ = cli.collect([copy])
+    command, issues, _ = collect.collect([copy])
     keys = ["trial_id", "cycle", "file_cycle", "source_line", *TOKENS]
     assert command[keys].equals(stage[keys]) and issues == []
     inside = command["source_path"].str.removeprefix(str(copy.resolve()) + "/")  # the stage's tables: batch-relative

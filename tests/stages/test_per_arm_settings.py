@@ -1,7 +1,7 @@
 """Per-arm model, effort and binary: an effort or binary-vs-binary comparison interleaved in one batch.
 
 The manifest records each arm's settings and its binary's version (the design table's rows,
-``kit.design_table.arm_settings``); a missing binary is refused before anything is written; a resumed batch
+``kit.analysis.design_table.arm_settings``); a missing binary is refused before anything is written; a resumed batch
 refuses changed per-arm settings.
 """
 
@@ -15,10 +15,11 @@ import msgspec
 import pandas as pd
 import pytest
 
-from kit import design_table, pipeline
 from kit.agents import cli_common
-from kit.design import ParamError
-from kit.layout import BatchDir
+from kit.analysis import design_table
+from kit.cli import pipeline
+from kit.experiment.design import ParamError
+from kit.experiment.layout import BatchDir
 from kit.stages import parse, run
 from tests.report_tables import DESIGN
 from tests.support import ROOT

@@ -11,7 +11,7 @@ import pandas as pd
 import papermill
 import pytest
 
-from kit import pipeline
+from kit.cli import pipeline
 from tests.support import ROOT
 
 FAKE_OPENAI = "sk-proj-PLANTEDfakeOpenAIkey0123456789abcdef"

@@ -17,7 +17,8 @@ import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.colors import to_hex
 
-from kit import charts, report
+from kit import charts
+from kit.report import batch as report
 from tests.report_tables import DESIGN, ratio_row, report_headline, report_ratios, report_trials
 
 

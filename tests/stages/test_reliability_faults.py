@@ -29,9 +29,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit import pipeline
 from kit.agents import cli_common
-from kit.layout import BatchDir, atomic_write, sha256_tree, write_json, write_table
+from kit.cli import pipeline
+from kit.experiment.layout import BatchDir
+from kit.files import atomic_write, sha256_tree, write_json, write_table
 from kit.stages import parse, run
 from tests.support import ROOT
 
@@ -581,7 +582,8 @@ def test_figures_and_report_are_written_atomically(tmp_path, monkeypatch):
     """A figure whose rendering fails midway (a full disk, a kill) leaves the previous PNG/SVG and no temporary."""
     from matplotlib.figure import Figure
 
-    from kit import charts, report
+    from kit import charts
+    from kit.report import batch as report
 
     fig = Figure()
     fig.add_subplot().plot([0, 1], [1, 2])
@@ -597,7 +599,7 @@ def test_figures_and_report_are_written_atomically(tmp_path, monkeypatch):
         charts.save(fig, tmp_path, "ratio")
     assert (png.read_bytes(), svg.read_bytes()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ratio.png", "ratio.svg"]
-    assert report.write_text.__module__ == "kit.layout"  # report.md / report.html go through the same rename
+    assert report.write_text.__module__ == "kit.experiment.layout"  # report.md / report.html go through the same rename
 
 
 # ------------------------------------------------------------------ nothing the kit starts outlives it

@@ -19,8 +19,9 @@ import pytest
 from papermill.iorw import load_notebook_node
 from papermill.parameterize import parameterize_notebook
 
-from kit import params, pipeline
-from kit.design import ParamError
+from kit import params
+from kit.cli import pipeline
+from kit.experiment.design import ParamError
 from tests.support import ROOT
 
 NOTEBOOKS = tuple(params.NOTEBOOKS)

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit import report
-from kit.layout import BatchDir, write_design
+from kit.experiment.layout import BatchDir, write_design
 from kit.records import Design, Manifest
+from kit.report import batch as report
 from kit.stages import analyze
 from tests.report_tables import DESIGN, report_headline, report_ratios, report_trials
 

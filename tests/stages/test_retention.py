@@ -9,8 +9,9 @@ from pathlib import Path
 import openai
 import pytest
 
-from kit import design, pipeline
-from kit.design import ParamError
+from kit.cli import pipeline
+from kit.experiment import design
+from kit.experiment.design import ParamError
 from kit.provider import serve
 from kit.provider.cache import load_profile, profile_names
 from kit.stages import run

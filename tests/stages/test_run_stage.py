@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kit import pipeline
-from kit.design import ParamError
-from kit.layout import BatchDir
+from kit.cli import pipeline
+from kit.experiment.design import ParamError
+from kit.experiment.layout import BatchDir
 from kit.stages import run
 from tests.support import ROOT
 

@@ -14,8 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kit import design, pipeline, stats
-from kit.design import ParamError
+from kit import stats
+from kit.cli import pipeline
+from kit.experiment import design
+from kit.experiment.design import ParamError
 from kit.stages import run
 from tests.support import ROOT
 

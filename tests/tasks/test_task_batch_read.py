@@ -128,7 +128,7 @@ def test_policy_without_file_tools_says_so():
 
 
 def test_registry_rejects_unknown_task_and_options():
-    from kit.design import ParamError
+    from kit.experiment.design import ParamError
 
     with pytest.raises(ParamError, match="batch-read"):
         get("nope")

@@ -8,11 +8,11 @@ import statistics
 
 import pytest
 
-from kit import design
 from kit.agents import sdk
 from kit.agents.base import TrialSpec
 from kit.agents.filetools import FileTools, ToolError
-from kit.design import ParamError
+from kit.experiment import design
+from kit.experiment.design import ParamError
 from kit.provider import Message, ToolSpec, serve
 from kit.provider.policy import Conversation, ToolCall
 from kit.tasks import occupancy as oc

@@ -7,11 +7,11 @@ import statistics
 
 import pytest
 
-from kit import design
 from kit.agents import sdk, sessions
 from kit.agents.base import TrialSpec
 from kit.agents.filetools import FileTools
-from kit.design import ParamError
+from kit.experiment import design
+from kit.experiment.design import ParamError
 from kit.provider import Message, ToolSpec, serve
 from kit.provider.policy import Conversation, ToolCall
 from kit.tasks import session_chain as sc

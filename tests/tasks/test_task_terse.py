@@ -6,7 +6,8 @@ import statistics
 import pytest
 import yaml
 
-from kit import pipeline, tasks
+from kit import tasks
+from kit.cli import pipeline
 from kit.provider.policy import Conversation, Message
 from kit.stages import run
 from kit.tasks import terse

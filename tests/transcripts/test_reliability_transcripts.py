@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kit import pipeline, transcripts
+from kit import transcripts
+from kit.cli import pipeline
 from kit.stages import run
 from tests.support import FIXTURES as TEST_FIXTURES
 from tests.support import ROOT

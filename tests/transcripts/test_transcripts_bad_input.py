@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kit import transcripts
+from kit.cli import parse as cli
 from kit.stages import parse
-from kit.transcripts import _base, cli
+from kit.transcripts import _base
 from tests.support import CODE_MODE, ROLLOUT, SESSION, STREAM, TOOL_HEAVY, TRANSCRIPTS
 
 TOKENS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "total_tokens"]

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from kit import schema, transcripts
-from kit.transcripts import cli
+from kit.cli import parse as cli
 from tests.support import ACOMPACT, CODE_MODE, HARBOR, NEWEST, ROLLOUT, SESSION, STREAM, TOOL_HEAVY, TRANSCRIPTS
 
 SIZES = {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from kit.transcripts import cli
+from kit.transcripts import collect
 
 USAGE = {"input_tokens": 1234, "cache_read_tokens": 1024, "cache_write_tokens": 0, "output_tokens": 56}
 START = "2026-11-29T13:00:10.000000+00:00"  # the last attempt's start (its meta.json)
@@ -38,13 +38,13 @@ def batch(root: Path, set_aside: bool) -> Path:
 
 
 def test_attempts_set_aside_are_left_out_of_the_batch_cross_check(tmp_path: Path) -> None:
-    rows, issues, note = cli.collect([batch(tmp_path, set_aside=True)])
+    rows, issues, note = collect.collect([batch(tmp_path, set_aside=True)])
     assert len(rows) == 2
     assert issues == []
     assert "1 response(s) the batch log holds of attempts set aside on resume left out" in note
 
 
 def test_earlier_lines_without_an_attempt_set_aside_are_still_compared(tmp_path: Path) -> None:
-    _, issues, note = cli.collect([batch(tmp_path, set_aside=False)])
+    _, issues, note = collect.collect([batch(tmp_path, set_aside=False)])
     assert [i["reason"] for i in issues] == ["cross-check: 2 responses in the transcript, 3 in the provider log"]
     assert "set aside" not in note

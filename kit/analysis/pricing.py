@@ -213,7 +213,7 @@ def _warn(card: Card, unknown: list[str], unsplit: int, long_trials: int) -> Non
     if unknown:
         warnings.warn(
             f"no {card} rate for model(s) {', '.join(sorted(unknown))}: priced as NA, not zero "
-            f"(see kit.pricing.rate_card({card!r}))",
+            f"(see kit.analysis.pricing.rate_card({card!r}))",
             stacklevel=3,
         )
     if unsplit:
@@ -224,7 +224,8 @@ def _warn(card: Card, unknown: list[str], unsplit: int, long_trials: int) -> Non
     if long_trials:
         warnings.warn(
             f"{long_trials} trial(s) hold more input tokens than a long-context threshold: the surcharge applies "
-            "per request, which a trial sum cannot show; use kit.pricing.price_by_trial(requests) for exact costs",
+            "per request, which a trial sum cannot show; use kit.analysis.pricing.price_by_trial(requests) "
+            "for exact costs",
             stacklevel=3,
         )
 

@@ -1,4 +1,4 @@
-"""kit.metrics (trial sums, NA propagation, failed trials, arm and headline tables) and kit.pricing."""
+"""kit.analysis.metrics (trial sums, NA propagation, failed trials, arm and headline tables), kit.analysis.pricing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import warnings
 import pandas as pd
 import pytest
 
-from kit import metrics, pricing, stats
+from kit import stats
+from kit.analysis import metrics, pricing
 from kit.schema import requests_frame
 
 

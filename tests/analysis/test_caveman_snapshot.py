@@ -9,17 +9,18 @@ import sys
 
 import pytest
 
-from kit import metrics, stats
-from kit.snapshot import (
+from kit import stats
+from kit.analysis import metrics
+from kit.analysis.snapshot import (
     SnapshotError,
     fmt_pct,
     load_snapshot,
-    main,
     parse_snapshot,
     snapshot_markdown,
     snapshot_table,
     snapshot_to_trials,
 )
+from kit.cli.snapshot import main
 from tests.support import FIXTURES
 
 RESULTS = FIXTURES / "caveman" / "results.json"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kit import occupancy as occ
-from kit import occupancy_block
+from kit.analysis import occupancy as occ
+from kit.cli import occupancy as occupancy_cli
 from tests.support import FIXTURES
 
 TRANSCRIPTS = FIXTURES / "transcripts"
@@ -22,7 +22,7 @@ CASES = {
 
 @pytest.mark.parametrize(("name", "how"), CASES.items())
 def test_ratio_is_measured_in_range_or_flagged_with_the_reason(name, how):
-    rows = occupancy_block.session(TRANSCRIPTS / name)
+    rows = occupancy_cli.session(TRANSCRIPTS / name)
     trial = rows[rows["category"] == occ.CONTEXT].iloc[0]
     assert trial["calibration"] == how, trial["calibration_note"]
     # every response's own characters are known (output_chars), and a session file's blocks or a rollout's items

@@ -1,4 +1,4 @@
-"""kit.occupancy (docs/method.md#occupancy): calibration, error bar, compaction, FIFO eviction; a real session."""
+"""kit.analysis.occupancy (docs/method.md#occupancy): calibration, error bar, compaction, FIFO eviction, a session."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from kit import charts, transcripts
-from kit import occupancy as occ
+from kit.analysis import occupancy as occ
 from tests.support import FIXTURES as TEST_FIXTURES
 from tests.support import design
 
@@ -355,3 +355,11 @@ def test_a_trials_characters_are_shared_out_by_the_results_token_counts():
     assert by_chars["chars_per_token"].iloc[0] == pytest.approx(2000 / 600)  # the sparse gap looks like shedding
     framed = occ.measure(requests, tools.assign(framing_chars=[250, 250], o200k_tokens=[None, None]))
     assert framed["chars_per_token"].iloc[0] == pytest.approx((2000 + 250) / 600)
+
+
+def test_kit_occupancy_is_the_public_path_of_the_analysis_module():
+    """``kit.occupancy`` (the path users import) hands out the same objects as ``kit.analysis.occupancy``."""
+    import kit.occupancy as public
+
+    assert public.__all__ and all(getattr(public, name) is getattr(occ, name) for name in public.__all__)
+    assert {"measure", "arm_means", "Calibration", "WINDOW_TOKENS"} <= set(public.__all__)

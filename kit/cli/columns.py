@@ -2,12 +2,12 @@
 
 Why in code: a hand-written column list drifts the moment a stage gains a column. Here the column
 lists come from the modules that write the tables wherever such a list exists (``kit.schema``,
-``kit.metrics``, ``kit.stages.parse``, ``kit.occupancy``, ``kit.stages.analyze``), and each column needs a one-line
-meaning and a unit below, or building the dictionary fails. Columns that are fields of a record (``kit.stats``'s
-``Comparison``, ``Savings``, ``WarmthInvariance``; ``kit.records.TrialMeta``) take both from the field's description,
-written once there.
+``kit.analysis.metrics``, ``kit.stages.parse``, ``kit.analysis.occupancy``, ``kit.stages.analyze``), and each column
+needs a one-line meaning and a unit below, or building the dictionary fails. Columns that are fields of a record
+(``kit.stats``'s ``Comparison``, ``Savings``, ``WarmthInvariance``; ``kit.records.TrialMeta``) take both from the
+field's description, written once there.
 ``tests/test_docs.py`` checks that ``docs/tables.md`` is exactly :func:`render`'s output and that every column of
-the committed example batches is described. Regenerate with ``python -m kit.columns > docs/tables.md``.
+the committed example batches is described. Regenerate with ``python -m kit.cli.columns > docs/tables.md``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kit import metrics, occupancy, occupancy_block, records, schema, stats
+from kit import records, schema, stats
+from kit.analysis import metrics, occupancy, occupancy_block
 from kit.stages import analyze, history, parse
 from kit.transcripts._tools import CATEGORIES
 
@@ -163,7 +164,7 @@ def _table(
     described = {**_COMMON, **(own or {})}
     missing = [n for n in names if n not in described]
     if missing:
-        raise KeyError(f"{path}: no description for column(s) {missing}; add them to kit/columns.py")
+        raise KeyError(f"{path}: no description for column(s) {missing}; add them to kit/cli/columns.py")
     return Table(path, writer, purpose, method, tuple(Column(n, *described[n]) for n in names))
 
 
@@ -201,7 +202,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "tables/trials.parquet",
-        "parse (`kit.metrics.trial_table`)",
+        "parse (`kit.analysis.metrics.trial_table`)",
         "One row per trial, failed ones included: its design facts and the sums of its responses.",
         "totals",
         _TRIALS,
@@ -286,7 +287,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/arms.csv",
-        "analyze (`kit.metrics.arm_summary`)",
+        "analyze (`kit.analysis.metrics.arm_summary`)",
         "Per arm and metric: the mean of finished trials with its bootstrap interval.",
         "intervals",
         [
@@ -315,7 +316,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/headline.csv",
-        "analyze (`kit.metrics.headline`)",
+        "analyze (`kit.analysis.metrics.headline`)",
         "The headline: total tokens per arm and its ratio to the baseline.",
         "totals",
         [
@@ -345,7 +346,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/warmth.csv",
-        "analyze (`kit.cachemodel.warmth_sweep`)",
+        "analyze (`kit.analysis.cachemodel.warmth_sweep`)",
         "The uncached ratio as a function of cache warmth: the batch replayed through the cache engine.",
         "warmth",
         [
@@ -396,7 +397,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/occupancy.csv",
-        "analyze (`kit.occupancy.arm_means`)",
+        "analyze (`kit.analysis.occupancy.arm_means`)",
         "Residual context occupancy per arm and category, averaged over trials.",
         "occupancy",
         occupancy.SUMMARY_COLUMNS,
@@ -411,7 +412,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/occupancy_trials.csv",
-        "analyze (`kit.occupancy.measure`)",
+        "analyze (`kit.analysis.occupancy.measure`)",
         "Residual context occupancy per trial and category, with the calibration behind it.",
         "occupancy",
         occupancy.COLUMNS,
@@ -451,7 +452,7 @@ TABLES: tuple[Table, ...] = (
     ),
     _table(
         "analysis/occupancy_comparison.csv",
-        "analyze (`kit.occupancy_block.comparisons`)",
+        "analyze (`kit.analysis.occupancy_block.comparisons`)",
         "Each arm's explore residual against the baseline's file-access residual, and the fixed overhead.",
         "occupancy",
         occupancy_block.COMPARISON_COLUMNS,
@@ -566,14 +567,14 @@ TABLES += (
     ),
     Table(
         "history/analysis/occupancy_sessions.csv",
-        "history (`kit.occupancy.measure`, trial = session)",
+        "history (`kit.analysis.occupancy.measure`, trial = session)",
         "Residual context occupancy per session, the batch analysis's table.",
         "occupancy",
         _OCCUPANCY.columns,
     ),
     _history(
         "analysis/structural_sessions.csv",
-        "history (`kit.stages.history.structural`, `kit.cachemodel`)",
+        "history (`kit.stages.history.structural`, `kit.analysis.cachemodel`)",
         "Per session, observed cache reads against prompts rebuilt under the prefix-extension rule and replayed.",
         "structural-cache",
         [
@@ -704,7 +705,8 @@ def render() -> str:
     lines = [
         "# Tables: every column the stages write",
         "",
-        "<!-- Generated by `python -m kit.columns > docs/tables.md` from kit/columns.py; do not edit by hand. -->",
+        "<!-- Generated by `python -m kit.cli.columns > docs/tables.md` from kit/cli/columns.py; "
+        "do not edit by hand. -->",
         "",
         "Paths are relative to a batch folder `outputs/<batch>/`. Token columns are nullable: a missing",
         "value means the source did not report it, never zero. The method behind each table is in",

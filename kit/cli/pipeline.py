@@ -36,24 +36,15 @@ from tqdm import tqdm
 from traitlets import CaselessStrEnum, default
 
 from kit import params as kit_params
-from kit.backends import BACKENDS
-from kit.design import ParamError
 from kit.errors import InputError, KitError
+from kit.experiment.backends import BACKENDS
+from kit.experiment.design import ParamError
+from kit.experiment.layout import ROOT, STAGES, BatchDir, from_root, latest_batch, new_batch_id, require_batch, shown
+from kit.experiment.lock import batch_lock
+from kit.experiment.redact import redact_text
+from kit.files import atomic_write
 from kit.jsontypes import ParamValues
-from kit.layout import (
-    ROOT,
-    STAGES,
-    BatchDir,
-    atomic_write,
-    from_root,
-    latest_batch,
-    new_batch_id,
-    require_batch,
-    shown,
-)
-from kit.lock import batch_lock
 from kit.names import NAME_RULE, is_name
-from kit.redact import redact_text
 
 NOTEBOOKS = ROOT / "notebooks"
 
@@ -295,7 +286,7 @@ def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True,
     """Run the stages in order; return the batch folder. Raises ``ParamError`` (nothing written) for a
     mistake in the parameters, ``StageFailed`` at the first stage that fails."""
     checked = plan(params, stages)
-    with batch_lock(checked.folder):  # one writer: a second run of this batch is refused here (kit.lock)
+    with batch_lock(checked.folder):  # one writer: a second run of this batch is refused here (kit.experiment.lock)
         for stage in tqdm(checked.stages, desc=f"batch {checked.folder.name}", unit="notebook", disable=not progress):
             run_stage(stage, checked.folder, checked.parameters[stage], timeout_s)
             if stage == "run":
@@ -319,7 +310,7 @@ def run_stage(stage: str, folder: Path, parameters: dict[str, Any], timeout_s: i
     saved, raises ``KeyboardInterrupt``; a second one kills the kernel."""
     import papermill  # here, not at the top: it takes seconds to import, and a refused batch needs none of it
 
-    from kit.htmlexport import export_html
+    from kit.report.notebook_html import export_html
 
     running, out = folder / f"{stage}.running.ipynb", folder / f"{stage}.ipynb"
     error, interrupted = _interruptible(

@@ -17,23 +17,23 @@ arm, ``run`` = prompt index), so :func:`kit.stats.ratio` applies too. A snapshot
 usage: ``output_tokens`` is the counted text, ``total_tokens`` repeats it (output only), and input and
 cache columns are missing, never zero.
 
-``python -m kit snapshot PATH`` (:func:`main`) prints that table for any such file.
+``python -m kit snapshot PATH`` (``kit.cli.snapshot``) prints that table for any such file.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from kit import design, metrics, stats
+from kit import stats
+from kit.analysis import metrics
 from kit.errors import KitError
+from kit.experiment import design
 from kit.schema import TOKENS
 from kit.tokens import count
 
@@ -275,33 +275,3 @@ def snapshot_to_trials(snapshot: Snapshot, encoding: str = "o200k_base", batch: 
     frame = frame.astype(dtypes)
     frame.attrs["note"] = "snapshot: total_tokens = output tokens of the stored text; no usage was recorded"
     return frame
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a confidence between 0 and 1, got {text}")
-    return value
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kit snapshot PATH``: print a snapshot's savings table with its confidence interval.
-
-    A file that cannot be read or is not a snapshot gives one line on stderr naming the place, and exit 1.
-    """
-    ap = argparse.ArgumentParser(
-        prog="python -m kit snapshot",
-        description="Recount a committed three-arm snapshot (results.json) and add a confidence interval.",
-    )
-    ap.add_argument("path", help="the snapshot file, e.g. tests/fixtures/caveman/results.json")
-    ap.add_argument("--control", default=TERSE, help=f"the arm savings are measured against (default {TERSE})")
-    ap.add_argument("--confidence", type=_fraction, default=0.95, help="interval level (default 0.95)")
-    args = ap.parse_args(argv)
-    try:
-        snapshot = load_snapshot(args.path)
-        table = snapshot_table(snapshot, control=args.control, confidence=args.confidence)
-    except SnapshotError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(snapshot_markdown(table), end="")
-    return 0

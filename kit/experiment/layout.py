@@ -1,18 +1,14 @@
-"""The batch folder: where each stage reads and writes, and how files are written safely.
+"""The batch folder: where each stage reads and writes.
 
 ``outputs/<batch>/`` holds ``manifest.json``, ``raw/<trial_id>/`` (never modified after its
 trial), ``tables/``, ``analysis/``, ``figures/``, the executed notebooks and ``report.md``.
-Every write goes to a temporary name and is renamed into place, so a crash never leaves a
+Every write goes through ``kit.files`` (a temporary name renamed into place), so a crash never leaves a
 half-written table or manifest behind.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
-import hashlib
-import os
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,15 +16,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
-import orjson
-import pandas as pd
 
-from kit.design import ParamError
 from kit.errors import InputError
+from kit.experiment.design import ParamError
+from kit.files import write_json
 from kit.names import child
 from kit.records import Design, Manifest, TrialMeta, decode_design, decode_manifest, decode_trial_meta
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # kit/experiment/layout.py -> the repository root
 STAGES = ("run", "parse", "analyze", "plot")  # a batch folder holds each stage's executed <stage>.ipynb
 DESIGN_JSON = "design.json"  # in the analysis folder: the analyze stage's design, warnings and baseline
 TRIAL_META = "meta.json"  # in a trial folder, written last: its presence marks the trial complete
@@ -120,32 +115,9 @@ def _decoded(path: Path, decode: Callable[[bytes], _T]) -> _T:
         raise InputError(f"{path}: {error} (expected the {path.name} the run and analyze stages write)") from None
 
 
-def atomic_write(path: Path, writer: Callable[[Path], object]) -> Path:
-    """Call ``writer(tmp)`` then rename ``tmp`` onto ``path`` (same folder, so rename is atomic).
-
-    The temporary file is created as a plain ``open`` would (mode 0666 less the umask, so 0644 as a rule):
-    ``tempfile.mkstemp`` makes it 0600, and the rename would leave reports unreadable to anyone else.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    try:
-        writer(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
-def write_json(path: Path, obj: Any) -> Path:
-    data = orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-    return atomic_write(path, lambda tmp: tmp.write_bytes(data + b"\n"))
-
-
 def write_record(path: Path, record: msgspec.Struct, mask: Callable[[Any], Any] | None = None) -> Path:
     """A record as JSON (its unset fields left out), through ``mask`` first if given: the run stage masks
-    secrets in the manifest and a trial's meta.json (``kit.redact.redact``)."""
+    secrets in the manifest and a trial's meta.json (``kit.experiment.redact.redact``)."""
     obj = msgspec.to_builtins(record)
     return write_json(path, mask(obj) if mask else obj)
 
@@ -154,29 +126,6 @@ def write_design(folder: Path, design: Design, warnings: list[str]) -> Path:
     """``design.json`` in an analysis folder: the design's fields and the analysis warnings beside them (the
     plot stage reads both; :meth:`BatchDir.read_design` splits them again)."""
     return write_json(folder / DESIGN_JSON, {**msgspec.to_builtins(design), "warnings": warnings})
-
-
-def write_text(path: Path, text: str) -> Path:
-    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
-def write_table(path: Path, df: pd.DataFrame) -> Path:
-    """Parquet or CSV by suffix, atomically."""
-    if path.suffix == ".parquet":
-        return atomic_write(path, lambda tmp: df.to_parquet(tmp, index=False))
-    return atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
-
-
-def sha256_tree(root: Path) -> dict[str, str]:
-    """sha256 of every file below ``root``, keyed by its path relative to ``root``."""
-    out = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        h = hashlib.sha256()
-        with path.open("rb") as fh:
-            for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
-                h.update(chunk)
-        out[str(path.relative_to(root))] = h.hexdigest()
-    return out
 
 
 def from_root(path: str | Path) -> Path:
@@ -243,9 +192,3 @@ def batch_paths(
 def new_batch_id(task: str) -> str:
     """A new batch's folder name: the task and the UTC time it started (``batch-read-20261201-014530``)."""
     return f"{task}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
-
-
-def read_csv_as_written(path: Path) -> pd.DataFrame:
-    """An analysis CSV as the kit wrote it: only an empty cell is missing, so a text cell holding "NA" or
-    "None" (a label, an arm's name) stays text, and an empty label means "none" rather than unknown."""
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])

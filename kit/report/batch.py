@@ -21,10 +21,12 @@ from pathlib import Path
 import mistune
 import pandas as pd
 
-from kit import occupancy_block, stats
+from kit import stats
+from kit.analysis import occupancy_block
+from kit.analysis.design_table import ARM_COLUMNS, shared_prefix_label
 from kit.charts import METRIC_LABELS, grade_summary
-from kit.design_table import ARM_COLUMNS, shared_prefix_label
-from kit.layout import BatchDir, write_text
+from kit.experiment.layout import BatchDir
+from kit.files import write_text
 from kit.records import UNSET, Design
 from kit.schema import QUOTA
 
@@ -157,9 +159,10 @@ def total_sentences(ratios: pd.DataFrame, design: Design, headline: pd.DataFrame
 def uncached_sentences(ratios: pd.DataFrame, design: Design) -> list[str]:
     """Uncached tokens, separately, always with the observed hit rates it was measured at.
 
-    Where every trial's first request shares a cacheable head (:func:`kit.design_table.shared_prefix_label`), each
-    provider-uncached sentence says it is diagnostic: a reader quoting one sentence must not lose that. The
-    structural figure keeps each trial in its own cache domain, so the shared head cannot touch it.
+    Where every trial's first request shares a cacheable head
+    (:func:`kit.analysis.design_table.shared_prefix_label`), each provider-uncached sentence says it is diagnostic:
+    a reader quoting one sentence must not lose that. The structural figure keeps each trial in its own cache
+    domain, so the shared head cannot touch it.
     """
     sentences = []
     diagnostic = _diagnostic_note(design)
@@ -384,7 +387,7 @@ def _design_table(design: Design) -> str:
 
 
 def _arm_settings_lines(design: Design) -> list[str]:
-    """Each arm as it ran (``design.arm_settings``: rows of :func:`kit.design_table.arm_settings`).
+    """Each arm as it ran (``design.arm_settings``: rows of :func:`kit.analysis.design_table.arm_settings`).
 
     An interleaved model, effort or binary-vs-binary comparison differs here and nowhere else in the report;
     a batch recorded before per-arm settings existed has no rows, and no table. Columns are put back in the

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from kit.errors import KitError
+from kit.errors import InputError, KitError
 from kit.params import add_parameter_options
 
 
@@ -38,9 +38,6 @@ def parser() -> argparse.ArgumentParser:
     )
     add_parameter_options(batch)
     return p
-
-
-BatchSettings = Callable[[str | None, list[str], list[tuple[str, str]]], dict[str, Any]]
 
 
 def _proxy_parser() -> argparse.ArgumentParser:
@@ -87,16 +84,26 @@ def _until_interrupted(p: argparse.ArgumentParser, forever: Any, options: argpar
     return 0
 
 
-def main(argv: Sequence[str] | None = None, batch_settings: BatchSettings | None = None) -> int:
-    """Serve (or proxy) until interrupted. ``argv`` starts with ``proxy`` for the proxy; otherwise it is the
-    serve command's, with or without the word ``serve`` (``python -m kit`` strips it today). ``batch_settings``
-    turns batch parameters (-f/-y/-p) into the provider's settings; the caller supplies it because the provider
-    knows nothing of task packs (docs/design.md, 'Who imports whom')."""
+USAGE = "usage: python -m kit provider {serve,proxy} [options]  (python -m kit provider serve --help: options)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve (or proxy) until interrupted: ``argv`` starts with the word ``serve`` or ``proxy``."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
     if args[:1] == ["proxy"]:
         return _proxy_main(args[1:])
-    if args[:1] == ["serve"]:
-        args = args[1:]
+    if args[:1] != ["serve"]:
+        print(USAGE, file=sys.stderr)
+        return 2
+    return _serve_main(args[1:])
+
+
+def _serve_main(args: list[str]) -> int:
+    """Run the embedded provider until interrupted, with its own settings or, given batch parameters (-f/-y/-p),
+    those the batch's run stage would use."""
     p = parser()
     options = p.parse_args(args)
     if not 0.0 <= options.survival <= 1.0:
@@ -111,10 +118,19 @@ def main(argv: Sequence[str] | None = None, batch_settings: BatchSettings | None
         overridden = [f"--{n}" for n in settings if f"--{n}" in args or any(a.startswith(f"--{n}=") for a in args)]
         if overridden:
             p.error(f"{', '.join(overridden)} cannot be given with batch parameters (the batch sets them)")
-        if batch_settings is None:
-            p.error("batch parameters need `python -m kit provider serve`, which knows the task packs")
         try:
-            settings = batch_settings(options.file, options.yaml, [tuple(pair) for pair in options.pairs])
+            settings = _served_batch(options.file, options.yaml, [tuple(pair) for pair in options.pairs])
         except KitError as exc:
             p.error(str(exc))
     return _until_interrupted(p, serve_forever, options, **settings)
+
+
+def _served_batch(file: str | None, yaml_texts: list[str], pairs: list[tuple[str, str]]) -> dict:
+    """``provider serve -f …``: the settings the run stage's provider would use for this batch and salt."""
+    from kit.cli import pipeline
+    from kit.stages import run
+
+    params = pipeline.load_params(file, yaml_texts, pairs)
+    if params.get("salt") is None:
+        raise InputError("serving as a batch needs the batch's salt: -p salt S (the manifest's salt)")
+    return vars(run.provider_settings(run.configure(params), params["salt"]))

@@ -18,8 +18,9 @@ from pathlib import Path
 import nbformat
 from PIL import Image
 
-from kit import htmlexport
-from kit.layout import STAGES, BatchDir, atomic_write
+from kit.experiment.layout import STAGES, BatchDir
+from kit.files import atomic_write
+from kit.report import notebook_html
 
 HTML_KEPT = ("plot",)  # the one notebook export an example keeps: it shows the figures
 LEAN_MARK = "image outputs link figures/*.png (the same images, then palette-encoded) instead of embedding them"
@@ -87,7 +88,7 @@ def _lean_example(batch_dir: Path, css_dir: Path) -> list[str]:
         _palette_png(png)
     for stage in HTML_KEPT:
         if (batch_dir / f"{stage}.ipynb").is_file():
-            htmlexport.export_html(batch_dir / f"{stage}.ipynb", css_dir)
+            notebook_html.export_html(batch_dir / f"{stage}.ipynb", css_dir)
     return removed
 
 
@@ -99,10 +100,10 @@ def lean_examples(examples_dir: Path) -> dict[str, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m kit.lean_examples EXAMPLES_DIR`` (the last step of ``make examples``)."""
+    """``python -m kit.cli.examples EXAMPLES_DIR`` (the last step of ``make examples``)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m kit.lean_examples EXAMPLES_DIR", file=sys.stderr)
+        print("usage: python -m kit.cli.examples EXAMPLES_DIR", file=sys.stderr)
         return 2
     for name, removed in lean_examples(Path(argv[0])).items():
         print(f"lean {name}: removed {len(removed)} file(s)")

@@ -15,10 +15,10 @@ import markupsafe
 import nbformat
 from nbconvert import HTMLExporter
 
-from kit.layout import write_text
-from kit.redact import redact_text
+from kit.experiment.redact import redact_text
+from kit.files import write_text
 
-TEMPLATES = Path(__file__).parent / "data" / "nbconvert"
+TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "nbconvert"
 OFFLINE = {"template_name": "offline", "extra_template_basedirs": [str(TEMPLATES)]}
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from kit import design
-from kit.design import ParamError
+from kit.experiment import design
+from kit.experiment.design import ParamError
 
 
 @pytest.mark.parametrize("runs", [1, 2, 3, 4, 5, 7, 10])

@@ -17,11 +17,11 @@ from typing import Annotated
 
 import msgspec
 
-from kit import design
 from kit.agents.base import TrialSpec
-from kit.backends import BACKENDS
-from kit.design import Arm
 from kit.errors import KitError
+from kit.experiment import design
+from kit.experiment.backends import BACKENDS
+from kit.experiment.design import Arm
 from kit.records import field_doc
 
 

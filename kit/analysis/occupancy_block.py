@@ -1,8 +1,8 @@
 """The occupancy block as codegraph's write-up prints it (docs/method.md#occupancy), and what it is compared by.
 
-``python -m kit occupancy PATH…`` prints it for session files a user already has (each file one session;
-a folder or a quoted glob lists several), and the analyze notebook and the report print it per arm of
-a batch. One layout everywhere, so a number read in a report can be found again in a terminal::
+``python -m kit occupancy PATH…`` (``kit.cli.occupancy``) prints it for session files a user already has (each
+file one session; a folder or a quoted glob lists several), and the analyze notebook and the report print it per
+arm of a batch. One layout everywhere, so a number read in a report can be found again in a terminal::
 
     Residual context occupancy at end of run:
       final context       54,950 tok   27.5% of 200k window
@@ -18,18 +18,14 @@ fixed-overhead line (with-arm fixed base minus without-arm fixed base, medians) 
 
 from __future__ import annotations
 
-import argparse
-import glob
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from kit import occupancy as occ
 from kit import stats
-from kit.errors import KitError
-from kit.layout import read_csv_as_written
+from kit.analysis import occupancy as occ
+from kit.files import read_csv_as_written
 
 LABELS = {  # occupancy category -> the block's label
     occ.CONTEXT: "final context",
@@ -98,7 +94,7 @@ def _measure(trials: pd.DataFrame) -> str:
 def block(rows: pd.DataFrame, window_tokens: int | None = None) -> str:
     """The block of one session, or of an arm's trials (then each figure is the mean over them).
 
-    ``rows``: ``kit.occupancy.measure`` rows of one trial or of several (one arm). Calibration notes
+    ``rows``: ``kit.analysis.occupancy.measure`` rows of one trial or of several (one arm). Calibration notes
     (a borrowed or default ratio, a ratio outside the range of dense source) follow as ``! …`` lines.
     ``window_tokens`` defaults to the one the rows were computed with (final context / its window share).
     """
@@ -226,62 +222,6 @@ def _comparison_lines(row: dict) -> list[str]:
         f"fixed overhead: {row['fixed_overhead_tokens']:+,.0f} tok of context before any tool is called "
         f"({row['with_arm']} minus {row['without_arm']} median fixed base)",
     ]
-
-
-def _files(patterns: list[str]) -> list[Path]:
-    """Session files named or matched (a quoted glob, or a folder's *.jsonl), in order, each once."""
-    found: list[Path] = []
-    for pattern in patterns:
-        path = Path(pattern)
-        if path.is_dir():
-            found += sorted(path.rglob("*.jsonl"))
-        elif path.is_file():
-            found.append(path)
-        else:
-            found += [Path(p) for p in sorted(glob.glob(pattern, recursive=True)) if Path(p).is_file()]
-    return list(dict.fromkeys(found))
-
-
-def session(path: Path, window_tokens: int = occ.WINDOW_TOKENS) -> pd.DataFrame:
-    """One session file's occupancy rows (trial id = the file name), as the parse stage would number it.
-
-    Subagent responses inside it are left out (their own window); a subagent's file given alone is shown."""
-    from kit import transcripts
-    from kit.transcripts import sources
-
-    req, res = transcripts.tables([path])
-    req, _ = sources.number(req)
-    if not (~req["sidechain"] & (req["file_role"] == "main")).any():  # a subagent's file alone: its own window
-        req = req.assign(file_role="main", sidechain=False)
-    ident = {"batch": "sessions", "arm": "session", "run": 0, "trial_id": path.name}
-    events = pd.DataFrame(req.attrs.get("events", []), columns=["cycle", "kind"]).assign(trial_id=path.name)
-    events = events.assign(batch="sessions").dropna(subset=["cycle"])
-    return occ.measure(req.assign(**ident), res.assign(**ident), events=events, window_tokens=window_tokens)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kit occupancy PATH…``: the block of every session file given; exit 1 if none is read."""
-    ap = argparse.ArgumentParser(prog="python -m kit occupancy", description=__doc__.splitlines()[0])
-    ap.add_argument("paths", nargs="+", help="session files, folders or quoted globs (Claude Code, Codex …)")
-    ap.add_argument("--window-tokens", type=int, default=occ.WINDOW_TOKENS, help="context window (default 200k)")
-    args = ap.parse_args(argv)
-    files = _files(args.paths)
-    if not files:
-        print(f"no session file found at {' '.join(args.paths)}", file=sys.stderr)
-        return 1
-    shown = 0
-    for path in files:
-        try:
-            rows = session(path, args.window_tokens)
-        except (KitError, OSError) as exc:
-            print(f"{path}: {exc}", file=sys.stderr)
-            continue
-        if rows.empty or (rows["calibration"] == "usage unknown").all():
-            print(f"{path}: no response with known usage", file=sys.stderr)
-            continue
-        print(f"{path}\n{block(rows, args.window_tokens)}\n")
-        shown += 1
-    return 0 if shown else 1
 
 
 def for_batch(analysis_dir: Path) -> str:

@@ -1,4 +1,4 @@
-"""The offline cache model (kit/cachemodel.py): structural prefix cache, replay, warmth sweep."""
+"""The offline cache model (kit/analysis/cachemodel.py): structural prefix cache, replay, warmth sweep."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kit.cachemodel import replay, structural, warmth_sweep
+from kit.analysis.cachemodel import replay, structural, warmth_sweep
 from kit.provider.cache import CacheEngine, Segment
 
 

@@ -1,12 +1,13 @@
-"""The printed occupancy block (kit.occupancy_block): python -m kit occupancy on a real session prints the
+"""The printed occupancy block (kit.analysis.occupancy_block): python -m kit occupancy on a real session prints the
 layout of docs/method.md#occupancy, and every number in it is the table's."""
 
 from __future__ import annotations
 
 import re
 
-from kit import __main__ as cli
-from kit import occupancy_block
+from kit.analysis import occupancy_block
+from kit.cli import main as cli
+from kit.cli import occupancy as occupancy_cli
 from tests.support import FIXTURES
 
 TOOL_HEAVY = FIXTURES / "transcripts" / "claude-session_spotter_tool_heavy.jsonl"
@@ -16,7 +17,7 @@ PAIRED = FIXTURES / "transcripts" / "claude-session_ccb_harbor_paired.jsonl"
 def test_cli_prints_the_block_with_the_tables_values(capsys):
     assert cli.main(["occupancy", str(TOOL_HEAVY)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = occupancy_block.session(TOOL_HEAVY).set_index("category")
+    rows = occupancy_cli.session(TOOL_HEAVY).set_index("category")
     assert lines[1] == "Residual context occupancy at end of run:"
     ctx = rows.loc["final context"]
     window = f"{ctx['share_of_window']:>7.1%} of 200k window"

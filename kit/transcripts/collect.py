@@ -1,31 +1,26 @@
-"""``python -m kit parse PATH… [--format auto] [--out FILE] [--strict]``: transcripts to a table, with totals.
+"""Transcripts to one table with totals: what ``python -m kit parse`` (``kit.cli.parse``) reads and prints.
 
-Prints one line of token totals per file and overall (a file with responses of unknown usage says how
-many, because its sums are then partial), then every issue as ``file:line: reason``. A kit batch or
-trial folder holds every response several times (the backend's transcripts, the provider's logs, the
-SDK records), so there each response is read once, from the primary source the parse stage uses
-(``kit.transcripts.sources``), numbered across the trial as the parse stage numbers it; the other files
-are cross-checks whose disagreements are listed with the issues, as are the transcripts' own
-(a total the rows do not reproduce, an output count raised to a ``result`` line's). Any other folder
-is read file by file, and a file holding the same run as another (``kit.transcripts.twins``: a stream-json
-capture beside its session file) is listed with the issues, since TOTAL counts both. Exit status 1 when a
-path does not exist, when nothing could be read, or when ``--strict`` meets a problem; 2 for a bad command
-line.
+:func:`totals` is one line of token totals per file and overall (a file with responses of unknown usage says how
+many, because its sums are then partial). A kit batch or trial folder holds every response several times (the
+backend's transcripts, the provider's logs, the SDK records), so there :func:`collect` reads each response once,
+from the primary source the parse stage uses (``kit.transcripts.sources``), numbered across the trial as the parse
+stage numbers it; the other files are cross-checks whose disagreements are listed with the issues, as are the
+transcripts' own (a total the rows do not reproduce, an output count raised to a ``result`` line's). Any other
+folder is read file by file, and a file holding the same run as another (``kit.transcripts.twins``: a stream-json
+capture beside its session file) is listed with the issues, since TOTAL counts both.
 """
 
 from __future__ import annotations
 
-import argparse
 import glob
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 from kit import schema
 from kit.errors import InputError
-from kit.layout import write_table
-from kit.transcripts import FORMATS, TranscriptError, read, sources
+from kit.files import write_table
+from kit.transcripts import read, sources
 from kit.transcripts.twins import Twin, twins
 
 TOTALS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "uncached_input_tokens", "output_tokens"]
@@ -152,46 +147,3 @@ def _twin_issue(twin: Twin) -> dict:
         f"{twin.format} beside {twin.same_as_format}): both are counted in TOTAL, read one"
     )
     return {"source_path": twin.path, "source_line": 0, "reason": reason}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kit parse", description="Read agent transcripts into rows.")
-    parser.add_argument(
-        "paths",
-        nargs="+",
-        type=Path,
-        help="transcript files, kit batch or trial folders, or folders of *.jsonl / *.txt",
-    )
-    parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
-    parser.add_argument("--out", type=Path, help="write the rows to FILE (.parquet or .csv)")
-    parser.add_argument("--strict", action="store_true", help="stop at the first unreadable line")
-    args = parser.parse_args(argv)
-    if args.out is not None and args.out.suffix not in (".parquet", ".csv"):
-        parser.error(f"--out {args.out}: expected a .parquet or .csv file name")
-    missing = [str(p) for p in args.paths if not p.exists()]
-    if missing:
-        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
-        return 1
-    try:
-        df, issues, note = collect(args.paths, format=args.format, strict=args.strict)
-    except TranscriptError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    if note:
-        print(note)
-    if not df.empty:
-        with pd.option_context("display.width", 200, "display.max_columns", None, "display.max_colwidth", 80):
-            print(totals(df).to_string())
-    if args.out is not None and not df.empty:
-        write(df, args.out)
-        print(f"wrote {len(df)} rows to {args.out}")
-    for issue in issues:
-        print(f"{issue['source_path']}:{issue['source_line']}: {issue['reason']}", file=sys.stderr)
-    if df.empty:
-        print(f"error: no API responses could be read from {', '.join(map(str, args.paths))}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
