@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import inspect
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -210,3 +211,19 @@ def test_the_house_keeps_its_shape():
     assert not [f"{f.where} {f.name}" for f in functions if f.bare_dict]
     (ratio,) = [f for f in functions if f.name == "ratio" and f.where.startswith("kit/stats.py:")]
     assert ratio.lines < 30, "kit.stats.ratio: selection, pairing, interval and row live in their own functions"
+
+
+@pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_notebooks_are_committed_without_outputs(notebook: Path):
+    """A notebook in notebooks/ is the source a batch executes; its outputs belong to the batch folder."""
+    nb = nbformat.read(notebook, as_version=4)
+    ran = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    assert not ran, f"{notebook.name}: cells {ran} hold outputs or execution counts; clear them before committing"
+
+
+def test_the_pre_commit_hooks_are_a_valid_configuration():
+    done = subprocess.run(
+        [str(ROOT / ".venv/bin/pre-commit"), "validate-config", ".pre-commit-config.yaml"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
