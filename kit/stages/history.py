@@ -40,7 +40,6 @@ from kit import schema, transcripts
 from kit.analysis import cachemodel, pricing
 from kit.analysis import occupancy as occ
 from kit.errors import InputError
-from kit.stages import parse as parse_stage
 from kit.stats import STITCH_LABEL
 from kit.transcripts import cache as parse_cache
 from kit.transcripts import sources
@@ -182,12 +181,12 @@ def load(
         own = rows["source_path"].unique()
         found = [res_by_path[p] for p in own if p in res_by_path]
         if found:
-            tools.append(parse_stage._renumbered(pd.concat(found), numbering).assign(**key))
-        events += [parse_stage._event(e, key, numbering) for p in own for e in events_by_path.get(p, [])]
+            tools.append(sources.renumbered(pd.concat(found), numbering).assign(**key))
+        events += [sources.trial_event(e, key, numbering) for p in own for e in events_by_path.get(p, [])]
     req = pd.concat(numbered, ignore_index=True) if numbered else req.iloc[:0]
     req = _derived(req)
     tool_results = pd.concat(tools, ignore_index=True) if tools else res.iloc[:0]
-    event_frame = pd.DataFrame(events, columns=parse_stage.EVENT_COLUMNS)
+    event_frame = pd.DataFrame(events, columns=sources.EVENT_COLUMNS)
     history = History(
         req, tool_results, event_frame, list(attrs.get("files", [])), list(attrs.get("issues", [])),
         list(attrs.get("repeats", [])), [str(p) for p in paths],

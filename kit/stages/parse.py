@@ -36,6 +36,7 @@ from kit.schema import (
 )
 from kit.transcripts import sources
 from kit.transcripts._tools import CATEGORIES
+from kit.transcripts.sources import EVENT_COLUMNS
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
     "EVENT_COLUMNS",
@@ -53,7 +54,6 @@ META_COLUMNS = [
     "backend", "model", "isolation", "control", "started_at", "wall_s", "simulated",
 ]  # fmt: skip
 SEGMENT_COLUMNS = ["batch", "arm", "run", "trial_id", "cycle", "t", "input_tokens", "segments_json"]
-EVENT_COLUMNS = ["batch", "arm", "trial_id", "cycle", "kind", "source_path", "source_line", "detail"]
 RESPONSE_SUMS = [*OUTPUT, *CODE_MODE]  # per-response counts the trials table sums
 QUOTA_COLUMNS = [f"{c}_{end}" for c in QUOTA for end in ("first", "last")]  # quota at the trial's first/last response
 
@@ -91,11 +91,11 @@ def _parse_batch(bd: BatchDir, strict: bool) -> dict[str, pd.DataFrame]:
         rows, found, logged = _read_trial(trial, strict)
         rows, numbering = sources.number(rows)
         if logged is None:
-            found, checks = _renumbered(found, numbering), []
+            found, checks = sources.renumbered(found, numbering), []
         else:
             checks = sources.crosscheck(rows, *logged)
         issues += rows.attrs.get("issues", []) + _disagreements(rows) + checks + sources.check_others(trial, rows)
-        events += [_event(e, ident, numbering) for e in rows.attrs.get("events", [])]
+        events += [sources.trial_event(e, ident, numbering) for e in rows.attrs.get("events", [])]
         requests.append(rows.assign(**ident, backend=trial.meta["backend"]))
         tools.append(found.assign(**ident))
         if log is not None:
@@ -160,7 +160,7 @@ def _read_trial(
     The provider sees every tool result the client sends back (SDK response records have none), in
     request order across the trial's files, so its tool results are taken where there is a log, with the
     blocks' framing the transcripts show (``_framed``). Without one, the transcripts' own, with the file each
-    came from, since with several files their per-file cycles must be mapped onto the trial's (``_renumbered``).
+    came from, since with several files their per-file cycles must be mapped onto the trial's (``sources.renumbered``).
     """
     primary, log = trial.primary, trial.log
     if log is not None and log not in primary:
@@ -184,37 +184,6 @@ def _framed(logged: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
     a, b = logged["chars"].to_numpy(dtype=float), shown["chars"].to_numpy(dtype=float)
     same = bool((abs(a - b) <= np.maximum(0.01 * a, 2)).all())
     return logged.assign(**{c: shown[c].to_numpy() for c in columns}) if same else logged
-
-
-def _renumbered(found: pd.DataFrame, numbering: sources.Numbering) -> pd.DataFrame:
-    """Tool results of the transcripts, their per-file cycles mapped onto the trial's.
-
-    A result of a response another file holds too (a resumed session's copy of its history, dropped by
-    the reader) comes before the file's first kept response and is dropped with it.
-    """
-    if found.empty:
-        return found
-    first = [numbering.first(p) for p in found["source_path"]]
-    keep = [f is not None and pd.notna(c) and c >= f for f, c in zip(first, found["cycle"], strict=True)]
-    found = found[keep]
-    cycles = [numbering.cycle(p, c) for p, c in zip(found["source_path"], found["cycle"], strict=True)]
-    return found.assign(cycle=pd.array(cycles, dtype="Int64"))
-
-
-def _event(event: dict, ident: dict, numbering: sources.Numbering) -> dict:
-    """A transcript event (compaction, system event, API error …) kept for the occupancy analysis, at the
-    trial's cycle of the request after it."""
-    detail = event.get("detail")
-    return {
-        "batch": ident["batch"],
-        "arm": ident["arm"],
-        "trial_id": ident["trial_id"],
-        "cycle": numbering.cycle(str(event.get("source_path")), event.get("cycle")),
-        "kind": event.get("kind"),
-        "source_path": event.get("source_path"),
-        "source_line": event.get("source_line"),
-        "detail": detail if isinstance(detail, str) or detail is None else orjson.dumps(detail).decode(),
-    }
 
 
 def _segments(log: Path, ident: dict) -> list[dict]:

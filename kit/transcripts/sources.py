@@ -211,6 +211,41 @@ def number(rows: pd.DataFrame) -> tuple[pd.DataFrame, Numbering]:
     return out.reset_index(drop=True), Numbering(numbering)
 
 
+EVENT_COLUMNS = ["batch", "arm", "trial_id", "cycle", "kind", "source_path", "source_line", "detail"]
+
+
+def renumbered(found: pd.DataFrame, numbering: Numbering) -> pd.DataFrame:
+    """Tool results of the transcripts, their per-file cycles mapped onto the trial's.
+
+    A result of a response another file holds too (a resumed session's copy of its history, dropped by
+    the reader) comes before the file's first kept response and is dropped with it.
+    """
+    if found.empty:
+        return found
+    first = [numbering.first(p) for p in found["source_path"]]
+    keep = [f is not None and pd.notna(c) and c >= f for f, c in zip(first, found["cycle"], strict=True)]
+    found = found[keep]
+    cycles = [numbering.cycle(p, c) for p, c in zip(found["source_path"], found["cycle"], strict=True)]
+    return found.assign(cycle=pd.array(cycles, dtype="Int64"))
+
+
+def trial_event(event: dict, ident: dict, numbering: Numbering) -> dict:
+    """A transcript event (compaction, system event, API error …) kept for the occupancy analysis, at the
+    trial's cycle of the request after it (a row of ``EVENT_COLUMNS``); the parse stage and the history both
+    keep them."""
+    detail = event.get("detail")
+    return {
+        "batch": ident["batch"],
+        "arm": ident["arm"],
+        "trial_id": ident["trial_id"],
+        "cycle": numbering.cycle(str(event.get("source_path")), event.get("cycle")),
+        "kind": event.get("kind"),
+        "source_path": event.get("source_path"),
+        "source_line": event.get("source_line"),
+        "detail": detail if isinstance(detail, str) or detail is None else orjson.dumps(detail).decode(),
+    }
+
+
 def crosscheck(primary: pd.DataFrame, logged: pd.DataFrame, log: Path) -> list[dict]:
     """Client-side and server-side usage must agree request by request; the places where they do not."""
     if len(primary) != len(logged):
