@@ -207,9 +207,9 @@ class Retention:
 def retention_offered(profile: str, model: str) -> Retention | None:
     """The retention facts of ``profile`` (a shipped name or a .yaml path) for ``model``, by its longest
     matching name prefix; None when the profile records none for the model."""
-    from kit.provider.cache import _PROFILE_DIR
+    from kit.provider.cache import PROFILE_DIR
 
-    path = Path(profile) if profile.endswith((".yaml", ".yml")) else files("kit") / _PROFILE_DIR / f"{profile}.yaml"
+    path = Path(profile) if profile.endswith((".yaml", ".yml")) else files("kit") / PROFILE_DIR / f"{profile}.yaml"
     facts = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("retention") or {}
     matches = [prefix for prefix in facts.get("by_model", {}) if model.startswith(prefix)]
     if not matches:

@@ -65,7 +65,7 @@ from kit.errors import InputError, KitError
 
 KINDS = ("openai_implicit", "openai_explicit", "anthropic", "vllm_blocks")
 _HASH = hashlib.blake2s  # 32-byte digests; the constructor without keywords is the fast path
-_PROFILE_DIR = "data/cache_profiles"
+PROFILE_DIR = "data/cache_profiles"
 
 
 class BreakpointError(KitError, ValueError):
@@ -166,7 +166,7 @@ _CHECKED = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 
 def profile_names() -> list[str]:
     """Names of the profiles shipped in ``kit/data/cache_profiles``."""
-    folder = resources.files("kit").joinpath(_PROFILE_DIR)
+    folder = resources.files("kit").joinpath(PROFILE_DIR)
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
@@ -180,7 +180,7 @@ def load_profile(name: str) -> CacheProfile:
 @functools.lru_cache(maxsize=16)
 def _shipped_profile(name: str) -> CacheProfile:
     """Shipped profiles are read once per process (the server builds engines from names)."""
-    path = Path(str(resources.files("kit").joinpath(_PROFILE_DIR, f"{name}.yaml")))
+    path = Path(str(resources.files("kit").joinpath(PROFILE_DIR, f"{name}.yaml")))
     if not path.is_file():
         raise InputError(f"unknown cache profile {name!r}; known: {', '.join(profile_names())}")
     return _parse_profile(path.read_text(encoding="utf-8"), str(path))

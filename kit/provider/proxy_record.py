@@ -3,7 +3,7 @@
 The proxy (``proxy_server``) forwards bytes unchanged; this module only reads copies of them, so a
 request or response the kit cannot read is still delivered (its log line then says less). The
 request body gives the model, the cache key and retention and the prompt segments, cut by the very
-functions the embedded provider uses (``server._APIS``: one ``PromptCounter`` method per API), so the
+functions the embedded provider uses (``server.APIS``: one ``PromptCounter`` method per API), so the
 structural cache model sees the same hashes whichever served a request (docs/method.md#structural-cache).
 The response gives the usage the provider reported, verbatim (``wire_usage``) and in the kit's
 convention (``usage``, docs/method.md#conventions), the response id and the number of tool calls: from
@@ -25,11 +25,11 @@ import orjson
 
 from kit.jsontypes import JsonObject
 from kit.provider.prompt import PromptCounter
-from kit.provider.server import _APIS, _new_tool_results
+from kit.provider.server import APIS, new_tool_results
 
 # Model endpoints by how the path ends: a gateway or Azure puts its own prefix before them.
 _ENDINGS = (("/chat/completions", "chat"), ("/responses", "responses"), ("/messages", "messages"))
-_BY_NAME = {api.name: api for api in _APIS}
+_BY_NAME = {api.name: api for api in APIS}
 # Responses output items that ask the client to run something (hosted tools such as web search do not).
 CLIENT_CALLS = frozenset(
     {"function_call", "custom_tool_call", "local_shell_call", "shell_call", "apply_patch_call", "computer_call"}
@@ -69,7 +69,7 @@ def read_request(api: str, raw: bytes, counter: PromptCounter) -> JsonObject:
     except Exception:  # a shape the segmenter does not know: forwarded all the same, logged without segments
         return fields
     with contextlib.suppress(Exception):  # see the docstring: the simulator's parser refuses what a real API may accept
-        fields["tool_results"] = _new_tool_results(spec.parse(body).conversation, body)
+        fields["tool_results"] = new_tool_results(spec.parse(body).conversation, body)
     return fields
 
 

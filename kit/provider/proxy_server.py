@@ -61,11 +61,11 @@ from kit.provider.server import (
     BODY_TIMEOUT_S,
     MAX_BODY_BYTES,
     SIMULATED_HEADER,
-    _api_key,
-    _error_response,
-    _HttpError,
-    _is_anthropic,
-    _TrialPrefix,
+    HttpError,
+    TrialPrefix,
+    api_key_of,
+    error_response,
+    is_anthropic,
 )
 from kit.provider.service import LoopbackService, bind, discard, launch, temporary_log
 
@@ -128,14 +128,14 @@ def _target(upstream: str, raw_path: bytes, query: bytes) -> httpx.URL:
         or any(c in raw_path for c in (b"@", b"\\", b"#"))
         or any(segment in (b".", b"..") for segment in segments)
     ):
-        raise _HttpError(400, f"request target {shown!r} refused: the proxy forwards only origin-form paths")
+        raise HttpError(400, f"request target {shown!r} refused: the proxy forwards only origin-form paths")
     base = httpx.URL(upstream)
     try:
         url = base.copy_with(raw_path=base.raw_path.rstrip(b"/") + raw_path + (b"?" + query if query else b""))
     except httpx.InvalidURL as exc:
-        raise _HttpError(400, f"request target {shown!r} refused: {exc}") from None
+        raise HttpError(400, f"request target {shown!r} refused: {exc}") from None
     if (url.scheme, url.host, url.port, url.userinfo) != (base.scheme, base.host, base.port, base.userinfo):
-        raise _HttpError(400, f"request target {shown!r} refused: it would leave the upstream {upstream}")
+        raise HttpError(400, f"request target {shown!r} refused: it would leave the upstream {upstream}")
     return url
 
 
@@ -200,32 +200,32 @@ class ProxyApp:
         every request the proxy answers itself (a refusal or a failure of its own)."""
         started = time.perf_counter()
         request = Request(scope, receive)
-        anthropic = _is_anthropic(scope)
+        anthropic = is_anthropic(scope)
         watched = _Watched(send)
         fields: dict[str, Any] = {
             "t": self.clock(),
             "endpoint": scope["path"],
             "api": api_of(request.method, scope["path"]),
-            "domain": domain_of(_api_key(request)),
+            "domain": domain_of(api_key_of(request)),
             "trial_id": scope.get("kit_trial_id") or request.headers.get("x-kit-trial-id"),
         }
         try:
             await self._forward(request, anthropic, fields, started, watched)
-        except _HttpError as exc:
+        except HttpError as exc:
             self._log(fields, started, status=exc.status, error=exc.message)
-            await _error_response(anthropic, exc.status, exc.message)(scope, receive, send)
+            await error_response(anthropic, exc.status, exc.message)(scope, receive, send)
         except Exception as exc:
             _LOGGER.exception("the recording proxy failed on %s", scope["path"])
             message = f"internal error in the kit's proxy: {type(exc).__name__}"
             if not watched.logged:
                 self._log(fields, started, status=500, error=message)
             if not watched.started:  # else returning cuts the connection: the client sees the answer fail
-                await _error_response(anthropic, 500, message)(scope, receive, send)
+                await error_response(anthropic, 500, message)(scope, receive, send)
 
     async def _forward(
         self, request: Request, anthropic: bool, fields: dict[str, Any], started: float, watched: _Watched
     ) -> None:
-        """Check the target, read the body, send it upstream and relay the answer; raises ``_HttpError`` for
+        """Check the target, read the body, send it upstream and relay the answer; raises ``HttpError`` for
         what the proxy refuses itself (400 target, 408 slow body, 413 large body)."""
         scope, api = request.scope, fields["api"]
         upstream = self.upstream or PUBLIC_UPSTREAMS["anthropic" if anthropic else "openai"]
@@ -242,7 +242,7 @@ class ProxyApp:
             message = f"the kit's proxy could not reach the upstream {upstream}: {type(exc).__name__}: {exc}"
             if reading:
                 fields |= await reading
-            raise _HttpError(502, message) from None
+            raise HttpError(502, message) from None
         try:
             if not api or reading is None:  # not a model request (reading is None exactly then)
                 await _Relay(response, scope, request.receive, watched, None, None).run()
@@ -301,9 +301,9 @@ async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
                 if size <= limit:
                     parts.append(chunk)
     except TimeoutError:
-        raise _HttpError(408, f"request body not received within {timeout_s:g} s") from None
+        raise HttpError(408, f"request body not received within {timeout_s:g} s") from None
     if size > limit:
-        raise _HttpError(413, f"request body exceeds the proxy's limit of {limit} bytes")
+        raise HttpError(413, f"request body exceeds the proxy's limit of {limit} bytes")
     return b"".join(parts)
 
 
@@ -421,7 +421,7 @@ class _Relay:
         if not self.buffered:
             return False
         message = f"the upstream dropped the connection mid-response: {type(exc).__name__}"
-        await _error_response(_is_anthropic(self.scope), 502, message)(self.scope, self.receive, self.send)
+        await error_response(is_anthropic(self.scope), 502, message)(self.scope, self.receive, self.send)
         return True
 
 
@@ -483,7 +483,7 @@ def proxy(
     # The upstream's own Server and Date headers pass through: uvicorn must not add a second pair.
     try:
         options = {"lifespan": "on", "server_header": False, "date_header": False}
-        server, thread = launch(_TrialPrefix(app), sock, app.log, "the recording proxy", **options)
+        server, thread = launch(TrialPrefix(app), sock, app.log, "the recording proxy", **options)
     except BaseException:
         discard(owned)
         raise

@@ -106,7 +106,7 @@ class _Answer:
     logged: dict[str, Any]  # status 200's log fields: response id, usage, wire usage, tool calls and results
 
 
-class _HttpError(Exception):
+class HttpError(Exception):
     """A request refused before it is parsed (bad JSON, too large)."""
 
     def __init__(self, status: int, message: str):
@@ -128,7 +128,7 @@ class _Api:
 _RESPONSES = _Api("responses", "/v1/responses", wire_openai.parse_responses, PromptCounter.responses)
 _CHAT = _Api("chat", "/v1/chat/completions", wire_openai.parse_chat, PromptCounter.chat)
 _MESSAGES = _Api("messages", "/v1/messages", wire_anthropic.parse_messages, PromptCounter.anthropic, anthropic=True)
-_APIS = (_RESPONSES, _CHAT, _MESSAGES)
+APIS = (_RESPONSES, _CHAT, _MESSAGES)  # the model routes, each with its wire module (the proxy records them too)
 
 
 @dataclass
@@ -139,21 +139,25 @@ class _Rendered:
     frames: list[bytes] = field(default_factory=list)  # or SSE frames
 
 
-def _error_response(
+def error_response(
     anthropic: bool, status: int, message: str, param: str | None = None, headers: dict[str, str] | None = None
 ) -> Response:
+    """An error in the API's own shape (the provider's and the proxy's: a client's SDK parses it as it would the
+    real provider's, so the message reaches the user instead of a JSON decoding error)."""
     body = wire_anthropic.error_body(status, message) if anthropic else wire_openai.error_body(status, message, param)
     return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def _is_anthropic(scope: Scope) -> bool:
+def is_anthropic(scope: Scope) -> bool:
     """Whether a request is answered in Anthropic's shape: a Messages path (after any prefix: the proxy's
     gateways, an absolute-form target) or an ``anthropic-version`` header. Read off the scope, since a
     malformed target need not make a URL."""
     return "/v1/messages" in scope["path"] or any(name.lower() == b"anthropic-version" for name, _ in scope["headers"])
 
 
-def _api_key(request: Request) -> str:
+def api_key_of(request: Request) -> str:
+    """The caller's API key, from ``x-api-key`` (Anthropic) or the bearer token (OpenAI): its hash is the cache
+    domain, as a provider's cache is per organisation."""
     auth = request.headers.get("authorization", "")
     return request.headers.get("x-api-key") or (auth[7:] if auth.lower().startswith("bearer ") else auth)
 
@@ -162,7 +166,7 @@ def _check_content_type(request: Request) -> None:
     """A declared media type must be JSON (``application/json``, ``…+json``); an absent one is read as JSON."""
     declared = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if declared and declared != "application/json" and not declared.endswith("+json"):
-        raise _HttpError(415, f"content-type {declared!r} is not supported; send application/json")
+        raise HttpError(415, f"content-type {declared!r} is not supported; send application/json")
 
 
 async def _read_body(request: Request, limit: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
@@ -181,9 +185,9 @@ async def _read_body(request: Request, limit: int, timeout_s: float = BODY_TIMEO
                 if not too_large:
                     parts.append(chunk)
     except TimeoutError:
-        raise _HttpError(408, f"request body not received within {timeout_s:g} s") from None
+        raise HttpError(408, f"request body not received within {timeout_s:g} s") from None
     if too_large:
-        raise _HttpError(413, f"request body exceeds the limit of {limit} bytes")
+        raise HttpError(413, f"request body exceeds the limit of {limit} bytes")
     return b"".join(parts)
 
 
@@ -191,7 +195,7 @@ def _refusal(exc: Exception) -> tuple[int, str, str | None] | None:
     """The status, message and field a failed request is answered with; None when the failure is unexpected."""
     if isinstance(exc, RecursionError | orjson.JSONEncodeError):  # deeper than the renderer or orjson goes
         return 400, "request body is nested too deeply", None
-    if isinstance(exc, _HttpError):
+    if isinstance(exc, HttpError):
         return exc.status, exc.message, None
     if isinstance(exc, RequestError):
         return 400, str(exc), exc.field
@@ -202,9 +206,9 @@ def _load_json(raw: bytes) -> dict:
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise _HttpError(400, f"request body is not valid JSON: {exc}") from None
+        raise HttpError(400, f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
-        raise _HttpError(400, f"request body must be a JSON object, got {type(body).__name__}")
+        raise HttpError(400, f"request body must be a JSON object, got {type(body).__name__}")
     return body
 
 
@@ -230,7 +234,7 @@ def _result_blocks(body: JsonObject) -> dict[str, tuple[JsonObject, str]]:
     return out
 
 
-def _new_tool_results(conversation: Conversation, body: JsonObject) -> list[dict]:
+def new_tool_results(conversation: Conversation, body: JsonObject) -> list[dict]:
     """Tool results after the last assistant message: what this request brings new (for the log), with each
     block's framing and ``o200k_base`` tokens as the client sent it (``kit.framing``; None if not found)."""
     last = max((i for i, m in enumerate(conversation.messages) if m.role == "assistant"), default=-1)
@@ -264,7 +268,7 @@ class ProviderApp:
         body_timeout_s: float = BODY_TIMEOUT_S,
     ):
         # The profile in force on each API's route, and one engine per profile (APIs under one share its cache).
-        self.profiles = {api.name: profile or load_profile(DEFAULT_PROFILES[api.name]) for api in _APIS}
+        self.profiles = {api.name: profile or load_profile(DEFAULT_PROFILES[api.name]) for api in APIS}
         engines: dict[CacheProfile, CacheEngine] = {}
         for each in self.profiles.values():
             if each not in engines:
@@ -288,7 +292,7 @@ class ProviderApp:
                 Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
                 Route("/v1/models", self.models, methods=["GET"]),
             ],
-            middleware=[Middleware(_TrialPrefix)],
+            middleware=[Middleware(TrialPrefix)],
             exception_handlers={HTTPException: self._http_exception, Exception: self._unexpected},
         )
 
@@ -298,7 +302,7 @@ class ProviderApp:
     async def _http_exception(self, request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)
         message = f"{getattr(exc, 'detail', 'error')}: {request.method} {request.url.path}"
-        return _error_response(_is_anthropic(request.scope), status, message, headers=self.headers())
+        return error_response(is_anthropic(request.scope), status, message, headers=self.headers())
 
     async def _unexpected(self, request: Request, exc: Exception) -> Response:
         """The catch-all: a failure no handler caught is a 500 in the API's shape, with a log line (model
@@ -307,7 +311,7 @@ class ProviderApp:
         trial = request.scope.get("kit_trial_id") or request.headers.get("x-kit-trial-id")
         line = record(t=self.clock(), endpoint=request.scope["path"], status=500, error=message, trial_id=trial)
         self.log.write(line)
-        return _error_response(_is_anthropic(request.scope), 500, message, headers=self.headers())
+        return error_response(is_anthropic(request.scope), 500, message, headers=self.headers())
 
     def _endpoint(self, api: _Api) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -316,7 +320,7 @@ class ProviderApp:
         return endpoint
 
     async def models(self, request: Request) -> Response:
-        if _is_anthropic(request.scope):
+        if is_anthropic(request.scope):
             data = [{"type": "model", "id": m, "display_name": m, "created_at": "2026-01-01T00:00:00Z"} for m in MODELS]
             body: dict = {"data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]}
         else:
@@ -335,7 +339,7 @@ class ProviderApp:
         except Exception as exc:
             if (refused := _refusal(exc)) is None:
                 raise  # the catch-all answers it (``_unexpected``)
-            return _error_response(True, refused[0], refused[1], headers=self.headers())
+            return error_response(True, refused[0], refused[1], headers=self.headers())
         return Response(orjson.dumps({"input_tokens": tokens}), media_type="application/json", headers=self.headers())
 
     def _count_tokens(self, raw: bytes) -> int:
@@ -352,7 +356,7 @@ class ProviderApp:
             "api": api.name,
             "policy": self.policy_name,
             "profile": self.profiles[api.name].name,
-            "domain": domain_of(_api_key(request)),
+            "domain": domain_of(api_key_of(request)),
             "trial_id": request.scope.get("kit_trial_id") or request.headers.get("x-kit-trial-id"),
         }
         request_id = wire_openai.new_id("req")
@@ -365,7 +369,7 @@ class ProviderApp:
                 refused = 500, f"internal error in the simulated provider: {type(exc).__name__}: {exc}", None
             status, message, param = refused
             self._log(fields, started, status=status, error=message)
-            return _error_response(api.anthropic, status, message, param, headers)
+            return error_response(api.anthropic, status, message, param, headers)
         if answer.reply.fault == "hang":
             self._log(fields, started, status=None, error="fault injected: hang (nothing sent; the client gave up)")
             while not await request.is_disconnected():
@@ -425,7 +429,7 @@ class ProviderApp:
             },
             "wire_usage": rendered.wire_usage,
             "tool_calls": len(reply.tool_calls),
-            "tool_results": _new_tool_results(parsed.conversation, parsed.body),
+            "tool_results": new_tool_results(parsed.conversation, parsed.body),
         }
         return _Answer(reply, payload, rendered.body is not None, logged)
 
@@ -512,7 +516,7 @@ async def _frames(frames: list[bytes], cut: bool = False) -> Any:
         raise _Dropped("fault injected: connection dropped mid-response")
 
 
-class _TrialPrefix:
+class TrialPrefix:
     """``/t/<trial_id>/v1/...`` → ``/v1/...`` with the trial id kept in the scope for the log."""
 
     def __init__(self, app: ASGIApp):
@@ -677,6 +681,6 @@ def serve_forever(**kwargs: Any) -> None:
     lines = [provider.base_url]
     lines += [f"{name}={value}" if name.isupper() else f"{name}: {value}" for name, value in provider.client_settings()]
     named = "" if kwargs.get("profile") is not None else " (each API's own; --profile NAME sets one for every route)"
-    routes = ", ".join(f"{api.endpoint} {provider.profiles[api.name].name}" for api in _APIS)
+    routes = ", ".join(f"{api.endpoint} {provider.profiles[api.name].name}" for api in APIS)
     lines += [f"profiles: {routes}{named}", f"log: {provider.log_path}", f"policy: {provider.policy_name}"]
     provider.wait("\n".join(lines))
