@@ -8,7 +8,9 @@ leave a column undocumented, and a second copy of a meaning in kit/cli/columns.p
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+import pkgutil
 import re
 
 import msgspec
@@ -88,12 +90,38 @@ def test_no_public_function_of_kit_stats_returns_a_bare_dict():
     """No public function or method returns ``dict``, ``dict[str, Any]`` or ``dict[str, object]`` (bench/house.py's
     rule): a record in disguise. ``msgspec.structs.asdict`` is how a record becomes a table row."""
     bare = re.compile(r"^(dict|Dict|dict\[str, (Any|object)\])( \| None)?$")
+    modules = [importlib.import_module(f"kit.stats.{m.name}") for m in pkgutil.iter_modules(stats.__path__)]
+    assert {m.__name__ for m in modules} >= {"kit.stats.compare", "kit.stats.intervals", "kit.stats.records"}
     found = [
         node.name
-        for node in ast.walk(ast.parse(inspect.getsource(stats)))
+        for module in modules
+        for node in ast.walk(ast.parse(inspect.getsource(module)))
         if isinstance(node, ast.FunctionDef)
         and not node.name.startswith("_")
         and node.returns is not None
         and bare.match(ast.unparse(node.returns))
     ]
     assert not found, f"kit.stats functions returning a bare dict: {found}"
+
+
+def test_finished_trials_are_those_with_status_ok_and_a_table_without_status_is_all_finished():
+    trials = pd.DataFrame({"status": ["ok", "failed", "ok", None], "x": [1, 2, 3, 4]})
+    assert stats.finished(trials)["x"].tolist() == [1, 3]
+    assert stats.finished(trials.drop(columns="status"))["x"].tolist() == [1, 2, 3, 4]
+
+
+# The package's floors, lowest first: a module imports only modules of earlier floors (docs/design.md, Layout).
+FLOORS = (("records",), ("intervals",), ("compare",), ("warmth", "planning"))
+
+
+def test_the_stats_modules_import_only_lower_floors_and_no_private_name():
+    floor = {name: level for level, names in enumerate(FLOORS) for name in names}
+    for name, level in floor.items():
+        tree = ast.parse(inspect.getsource(importlib.import_module(f"kit.stats.{name}")))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kit.stats"):
+                below = node.module.removeprefix("kit.stats.")
+                assert floor.get(below, level) < level, f"kit.stats.{name} imports {node.module}"
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"kit.stats.{name} imports private {private} from {node.module}"
+    assert set(floor) == {m.name for m in pkgutil.iter_modules(stats.__path__)}

@@ -143,7 +143,7 @@ def arm_summary(
     stats.require_columns(trials, ["batch", "arm", "status", *metrics], "arm_summary()")
     rows = []
     for arm, group in trials.groupby("arm", sort=False):
-        ok = group[group["status"] == "ok"]
+        ok = stats.finished(group)
         failed = int((group["status"] == "failed").sum())
         batch_set = "+".join(sorted(map(str, group["batch"].unique())))
         for metric in metrics:

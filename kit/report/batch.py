@@ -25,6 +25,7 @@ from kit import stats
 from kit.analysis import occupancy_block
 from kit.analysis.design_table import ARM_COLUMNS, shared_prefix_label
 from kit.charts import METRIC_LABELS, grade_summary
+from kit.experiment.design import ParamError
 from kit.experiment.layout import BatchDir
 from kit.files import write_text
 from kit.records import UNSET, Design
@@ -205,7 +206,7 @@ def _runs_needed_sentences(ratios: pd.DataFrame, trials: pd.DataFrame) -> list[s
         try:
             opts = {"pilot": pilot, "arm": row["arm"], "baseline": row["baseline"]}
             detect, resolve = stats.plan(effect=est, **opts), stats.plan(precision=1.5, **opts)
-        except stats.ParamError:
+        except ParamError:
             continue
         out.append(
             f"Runs needed ({row['arm']} vs {row['baseline']}, total tokens, at the CVs seen here: "
@@ -516,11 +517,6 @@ _CODE_MODE_SUMS = {
 }
 
 
-def _ok(trials: pd.DataFrame) -> pd.DataFrame:
-    """The trials every mean is taken over (failed ones are counted in the warnings, not averaged)."""
-    return trials[trials["status"].astype(str) == "ok"] if "status" in trials.columns else trials
-
-
 def _counts(trials: pd.DataFrame, column: str) -> pd.Series:
     return pd.to_numeric(trials[column], errors="coerce").astype(float)
 
@@ -545,7 +541,7 @@ def code_mode_section(trials: pd.DataFrame, design: Design) -> list[str]:
     Why a section: under Code Mode the response-level call counts miss batching (several ``tools.*`` calls sit
     in one ``exec`` cell), so the mechanism behind fewer cycles is only visible per cell.
     """
-    ok = _ok(trials)
+    ok = stats.finished(trials)
     if "exec_cells" not in ok.columns or not _counts(ok, "exec_cells").gt(0).any():
         return []
     rows = [_code_mode_row(arm, group) for arm, group in ok.groupby(ok["arm"].astype(str), sort=True)]

@@ -155,7 +155,7 @@ def _priced(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
 def observed(trials: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     """One point per batch: both arms' observed hit rates and the uncached and total ratios."""
     rows = []
-    ok = trials[trials["status"] == "ok"]
+    ok = stats.finished(trials)
     for batch, g in ok.groupby("batch", sort=True):
         ga, gb = g[g["arm"] == a], g[g["arm"] == b]
         if ga.empty or gb.empty:
@@ -296,7 +296,7 @@ def savings(
     """The per-prompt savings ``1 - arm/baseline`` (docs/method.md#savings), one prompt per run index (the
     question-bank packs ask question i in run i of every arm), for output and total tokens: median/mean/min/max/stdev
     across runs plus a bootstrap CI on the mean. With a repeated single prompt it is per run."""
-    ok = trials[trials["status"] == "ok"]
+    ok = stats.finished(trials)
     rows = []
     for arm in others:
         for metric in ("output_tokens", "total_tokens"):

@@ -218,7 +218,8 @@ def _merged_design(b: Batches, batches: list[str], arms: tuple[str, str]) -> tup
     schedule = "; ".join(dict.fromkeys(d.schedule for d in designs)) or "not given"
     isolation = "; ".join(dict.fromkeys(d.isolation for d in designs)) or "not given"
     trials = b["trials"]
-    ok = trials[trials["batch"].isin(batches) & (trials["status"] == "ok") & trials["arm"].isin(arms)]
+    ok = stats.finished(trials)
+    ok = ok[ok["batch"].isin(batches) & ok["arm"].isin(arms)]
     merged = msgspec.structs.replace(
         designs[0],
         batch=batches,

@@ -385,7 +385,9 @@ def failure_summary(batch_dir: Path) -> str:
 
 def _no_success(trials: pd.DataFrame, arms: list[str]) -> NoTrialSucceeded | None:
     """The error for a batch, or an arm, without one successful trial; None when every arm has one."""
-    ok = trials[trials["status"] == "ok"]
+    from kit import stats
+
+    ok = stats.finished(trials)
     if ok.empty:
         return NoTrialSucceeded(f"no trial succeeded ({len(trials)} failed): {_reasons(trials['reason'])}")
     for arm in arms:

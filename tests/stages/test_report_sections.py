@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from kit import stats
 from kit.experiment.layout import BatchDir, write_design
 from kit.records import Design, Manifest
 from kit.report import batch as report
@@ -64,7 +65,7 @@ def test_code_mode_intro_says_what_calls_per_cell_is():
 
 
 def test_code_mode_quota_line_first_to_last_per_arm_in_run_order():
-    line = report.quota_line(report._ok(_code_mode_trials()))
+    line = report.quota_line(stats.finished(_code_mode_trials()))
     assert line.startswith("Codex quota used: first → last per arm")
     assert "primary window batching 10% → 14%, placebo 9% → 12%" in line  # t1..t4 by start, not row order
     assert "secondary window batching 3% → 4%, placebo 3% → 3%" in line

@@ -1,0 +1,443 @@
+"""The interval methods and the intervals built from them (docs/method.md#intervals).
+
+Each method works along the last axis and broadcasts over leading ones, so the known-truth study
+(``bench/known_truth.py``) scores the very code the analyze stage runs, on thousands of simulated batches at
+once. :func:`interval` is one batch's ratio (or difference) of means; :func:`mean_interval` one arm's mean;
+:func:`two_level_means` the bootstrap across batches; :func:`data_range` and :func:`bounded` what any
+resample of the data can produce.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeGuard, get_args
+
+import numpy as np
+from scipy import stats as sps
+
+from kit.errors import InputError
+from kit.experiment.design import ParamError
+from kit.stats.records import Interval
+
+MIN_RUNS = 5  # below this many runs per arm there is no interval (docs/method.md#intervals)
+WARN_RUNS = 10  # below this many the interval is honest but wide: the row's note says so
+MIN_RESAMPLES = 1_000
+_CELLS_PER_CHUNK = 2_000_000  # bounds the memory of one vectorised resampling step (~16 MB of float64)
+DEFAULT_METHOD = "skew-t"
+ANALYTIC_METHODS = ("skew-t", "jackknife-t", "delta-t")
+ScipyMethod = Literal["BCa", "percentile", "basic"]
+SCIPY_METHODS: tuple[ScipyMethod, ...] = get_args(ScipyMethod)  # scipy.stats.bootstrap's, kept for comparison
+METHODS = (*ANALYTIC_METHODS, "bootstrap-t", *SCIPY_METHODS)
+MEAN_METHODS = ("log-t", "t", "BCa", "percentile")
+# A bootstrap-t resample's standard error is floored at this share of the sample's (see _bootstrap_t).
+SE_FLOOR = 0.2
+# What a per-arm interval from fewer than WARN_RUNS runs cannot do (the study's per-arm table at 5 runs).
+FEW_RUNS_MEAN_NOTE = (
+    "blind to long runs the arm did not draw: at 5 runs such intervals covered 75% of a bimodal arm "
+    "(a 4x longer path in 1 run of 4) and 81% of a heavy-tailed one (bench/known_truth.md)"
+)
+SKEW_SHRINK = 0.25  # share of the estimated skewness correction skew-t applies (see _skew_t)
+
+Statistic = Callable[..., np.ndarray]
+Bounds = tuple[np.ndarray, np.ndarray, np.ndarray]  # estimate, lower, upper on the statistic's scale
+
+
+def _mean_stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(x, axis=axis)
+
+
+def check_confidence(confidence: float) -> None:
+    """Refuse a confidence outside (0, 1), naming the parameter (numpy would fail later, about quantiles)."""
+    if not (isinstance(confidence, int | float) and 0 < confidence < 1):
+        raise ParamError("confidence", f"got {confidence!r}", "a number strictly between 0 and 1, e.g. 0.95")
+
+
+def _check_resamples(n_resamples: int) -> None:
+    """Refuse fewer than ``MIN_RESAMPLES`` resamples where an interval resamples (a 2.5% tail of 200 is 5 values).
+
+    Checked by the resampling methods themselves: the analytic default never reads ``n_resamples``.
+    """
+    if not (isinstance(n_resamples, int) and n_resamples >= MIN_RESAMPLES):
+        raise ParamError("n_resamples", f"got {n_resamples!r}", f"an integer >= {MIN_RESAMPLES:,}")
+
+
+def _transform(log_ratio: bool) -> Callable[[np.ndarray], np.ndarray]:
+    return np.log if log_ratio else (lambda m: m)
+
+
+def jackknife_var(x: np.ndarray, g: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Jackknife variance of g(mean(x)): leave one run out at a time.
+
+    For the log of a mean it is larger than the delta method's exactly when one run dominates the mean
+    (leaving it out moves the log mean a lot), which is the skewed case where the delta method undercovers.
+    """
+    n = x.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        loo = g((x.sum(axis=-1, keepdims=True) - x) / (n - 1))
+    return (n - 1) / n * ((loo - loo.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+
+
+def _welch_df(va: np.ndarray, vb: np.ndarray, na: int, nb: int) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+
+
+def _t_bounds(theta: np.ndarray, se: np.ndarray, df: np.ndarray | float, confidence: float) -> Bounds:
+    q = sps.t.ppf((1 + confidence) / 2, df)
+    ok = np.isfinite(se) & (se > 0) & np.isfinite(q)
+    lo = np.where(ok, theta - q * se, np.nan)
+    hi = np.where(ok, theta + q * se, np.nan)
+    return theta, lo, hi
+
+
+def _jackknife_se(a: np.ndarray, b: np.ndarray, *, paired: bool, log_ratio: bool) -> Bounds:
+    """The statistic, its jackknife standard error and degrees of freedom (Welch per arm; n - 1 per pair)."""
+    g = _transform(log_ratio)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theta = g(a.mean(axis=-1)) - g(b.mean(axis=-1))
+        if paired:
+            n = a.shape[-1]
+            loo = g((a.sum(-1, keepdims=True) - a) / (n - 1)) - g((b.sum(-1, keepdims=True) - b) / (n - 1))
+            var = (n - 1) / n * ((loo - loo.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1)
+            return theta, np.sqrt(var), np.full_like(theta, n - 1.0)
+        va, vb = jackknife_var(a, g), jackknife_var(b, g)
+        return theta, np.sqrt(va + vb), _welch_df(va, vb, a.shape[-1], b.shape[-1])
+
+
+def _jackknife_t(a: np.ndarray, b: np.ndarray, *, paired: bool, log_ratio: bool, confidence: float, **_) -> Bounds:
+    """t-interval with a jackknife standard error: per arm (Welch df), or per matched pair (n - 1 df)."""
+    theta, se, df = _jackknife_se(a, b, paired=paired, log_ratio=log_ratio)
+    return _t_bounds(theta, se, df, confidence)
+
+
+def _estimate_and_se(a: np.ndarray, b: np.ndarray, *, paired: bool, log_ratio: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The statistic (log of the ratio of means, or difference of means) and its delta-method standard error.
+
+    Per run, ``a_i/mean(a) - b_i/mean(b)`` when paired (so the covariance of the two arms counts), each
+    arm's relative variance otherwise.
+    """
+    ma, mb = a.mean(axis=-1), b.mean(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if log_ratio:
+            theta = np.log(ma) - np.log(mb)
+            ua, ub = a / ma[..., None], b / mb[..., None]
+        else:
+            theta = ma - mb
+            ua, ub = a, b
+        if paired:
+            se = np.std(ua - ub, axis=-1, ddof=1) / np.sqrt(a.shape[-1])
+        else:
+            se = np.sqrt(np.var(ua, axis=-1, ddof=1) / a.shape[-1] + np.var(ub, axis=-1, ddof=1) / b.shape[-1])
+    return theta, se
+
+
+def _delta_t(a: np.ndarray, b: np.ndarray, *, paired: bool, log_ratio: bool, confidence: float, **_) -> Bounds:
+    """t-interval with the delta method's standard error (Welch df unpaired, n - 1 paired)."""
+    theta, se = _estimate_and_se(a, b, paired=paired, log_ratio=log_ratio)
+    if paired:
+        return _t_bounds(theta, se, a.shape[-1] - 1, confidence)
+    na, nb = a.shape[-1], b.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ua, ub = (a / a.mean(-1, keepdims=True), b / b.mean(-1, keepdims=True)) if log_ratio else (a, b)
+        va, vb = ua.var(axis=-1, ddof=1) / na, ub.var(axis=-1, ddof=1) / nb
+    return _t_bounds(theta, se, _welch_df(va, vb, na, nb), confidence)
+
+
+def _bootstrap_t(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    paired: bool,
+    log_ratio: bool,
+    confidence: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+    **_,
+) -> Bounds:
+    """Studentized bootstrap: each resample's statistic divided by its own delta-method standard error.
+
+    A resample built from a couple of near-identical runs has a standard error near zero and a huge t;
+    such standard errors are floored at ``SE_FLOOR`` times the sample's. One set of resample indices
+    serves every leading row (the rows are independent samples, so sharing the indices costs nothing).
+    """
+    _check_resamples(n_resamples)
+    theta, se = _estimate_and_se(a, b, paired=paired, log_ratio=log_ratio)
+    na, nb = a.shape[-1], b.shape[-1]
+    rows = int(np.prod(a.shape[:-1], dtype=np.int64))
+    chunk = max(1, _CELLS_PER_CHUNK // (max(na, nb) * max(rows, 1)))
+    t_values = []
+    for start in range(0, n_resamples, chunk):
+        r = min(chunk, n_resamples - start)
+        ia = rng.integers(0, na, size=(r, na))
+        ib = ia if paired else rng.integers(0, nb, size=(r, nb))
+        th, s = _estimate_and_se(a[..., ia], b[..., ib], paired=paired, log_ratio=log_ratio)
+        with np.errstate(invalid="ignore"):
+            t_values.append((th - theta[..., None]) / np.maximum(s, SE_FLOOR * se[..., None]))
+    t_all = np.concatenate(t_values, axis=-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        t_low, t_high = np.nanquantile(t_all, [(1 - confidence) / 2, (1 + confidence) / 2], axis=-1)
+    ok = np.isfinite(se) & (se > 0) & (np.ptp(np.nan_to_num(t_all), axis=-1) > 0)
+    return theta, np.where(ok, theta - t_high * se, np.nan), np.where(ok, theta - t_low * se, np.nan)
+
+
+def _skew_t(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    paired: bool,
+    log_ratio: bool,
+    confidence: float,
+    skew_shrink: float = SKEW_SHRINK,
+    **_,
+) -> Bounds:
+    """The jackknife t-interval moved toward the estimator's skew: Hall's Edgeworth correction, shrunk.
+
+    When the two arms' runs are skewed differently (a near-constant arm against a long-tailed one), the
+    log ratio's sampling distribution is skewed and a symmetric interval misses on one side. The
+    second-order correction moves both bounds by ``gamma (2 q^2 + 1) / 6`` standard errors, gamma being the
+    estimator's skewness (per-arm third moments of the runs relative to their mean, plus the log's own
+    term). gamma from 5 runs is noisy, so it is shrunk by ``skew_shrink``; the known-truth grid chose
+    ``SKEW_SHRINK`` (bench/known_truth.md): no correction (the jackknife-t) undercovered on the batch-read
+    mixture at 5 runs, the full one undercovered at 5 lognormal CV 1.0 runs, half overcovered heavy tails;
+    a quarter held 93-97% in every cell. The width is the jackknife-t's.
+    """
+    theta, se, df = _jackknife_se(a, b, paired=paired, log_ratio=log_ratio)
+    na, nb = a.shape[-1], b.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ma, mb = a.mean(axis=-1, keepdims=True), b.mean(axis=-1, keepdims=True)
+        ua, ub = ((a - ma) / ma, (b - mb) / mb) if log_ratio else (a - ma, b - mb)
+        va, vb = ua.var(axis=-1, ddof=1) / na, ub.var(axis=-1, ddof=1) / nb
+        if paired:
+            k3 = ((ua - ub) ** 3).mean(axis=-1) / na**2
+        else:
+            k3 = (ua**3).mean(axis=-1) / na**2 - (ub**3).mean(axis=-1) / nb**2
+        if log_ratio:
+            k3 = k3 - 3 * (va**2 - vb**2)  # log(mean) is less right-skewed than the mean
+        gamma = skew_shrink * k3 / (va + vb) ** 1.5
+    q = sps.t.ppf((1 + confidence) / 2, df)
+    shift = np.nan_to_num(gamma * (2 * q**2 + 1) / 6) * se
+    _theta, lo, hi = _t_bounds(theta, se, df, confidence)
+    return theta, lo + shift, hi + shift
+
+
+_INTERVALS: dict[str, Callable[..., Bounds]] = {
+    "skew-t": _skew_t,
+    "jackknife-t": _jackknife_t,
+    "delta-t": _delta_t,
+    "bootstrap-t": _bootstrap_t,
+}
+
+
+def interval(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    method: str = DEFAULT_METHOD,
+    paired: bool = False,
+    log_ratio: bool = True,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int | np.random.Generator = 0,
+    skew_shrink: float = SKEW_SHRINK,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Interval of mean(a)/mean(b) (``log_ratio``) or mean(a) - mean(b), row by row along the last axis.
+
+    ``a`` and ``b`` may carry leading axes (many batches at once). Bounds are on the ratio's own scale;
+    NaN where the data give nothing to estimate a spread from. ``skew_shrink`` is skew-t's (the study
+    sweeps it).
+    """
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    _, lo, hi = _INTERVALS[method](
+        np.asarray(a, dtype=float),
+        np.asarray(b, dtype=float),
+        paired=paired,
+        log_ratio=log_ratio,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        rng=rng,
+        skew_shrink=skew_shrink,
+    )
+    return (np.exp(lo), np.exp(hi)) if log_ratio else (lo, hi)
+
+
+def data_range(a: np.ndarray, b: np.ndarray, *, paired: bool, log_ratio: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The smallest and largest statistic any resample of the data can produce, along the last axis.
+
+    Unpaired, a resample's mean lies between an arm's smallest and largest run, so the ratio lies
+    between min(a)/max(b) and max(a)/min(b); paired, a ratio of sums of pairs lies between the smallest
+    and largest per-pair ratio. A bound beyond this is the interval model's extrapolation, not the data's.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if paired:
+            per = a / b if log_ratio else a - b
+            return np.min(per, axis=-1), np.max(per, axis=-1)
+        if log_ratio:
+            return a.min(axis=-1) / b.max(axis=-1), a.max(axis=-1) / b.min(axis=-1)
+        return a.min(axis=-1) - b.max(axis=-1), a.max(axis=-1) - b.min(axis=-1)
+
+
+def bounded(
+    lo: np.ndarray | np.floating, hi: np.ndarray | np.floating, span: tuple[np.ndarray | float, np.ndarray | float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bounds capped at the data's range (:func:`data_range`), and where a cap applied.
+
+    The known-truth study scores the capped interval: capping moved coverage by under half a point in
+    every cell and removed bounds like the 76x of a batch whose runs allow at most 6.8x.
+    """
+    beyond = np.isfinite(lo) & ((lo < span[0] * (1 - 1e-12)) | (hi > span[1] * (1 + 1e-12)))
+    return np.maximum(lo, span[0]), np.minimum(hi, span[1]), beyond
+
+
+def is_scipy_method(method: str) -> TypeGuard[ScipyMethod]:
+    """Whether ``method`` is one of scipy.stats.bootstrap's (``SCIPY_METHODS``), run by :func:`interval_scipy`."""
+    return method in SCIPY_METHODS
+
+
+def interval_scipy(
+    samples: tuple[np.ndarray, ...],
+    statistic: Statistic,
+    *,
+    paired: bool,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    method: ScipyMethod,
+) -> tuple[float, float]:
+    """scipy's bootstrap, vectorised and chunked; NaN bounds when the bootstrap distribution degenerates."""
+    _check_resamples(n_resamples)
+    batch = max(1, min(n_resamples, _CELLS_PER_CHUNK // max(len(s) for s in samples)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sps.DegenerateDataWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = sps.bootstrap(
+            samples,
+            statistic,
+            n_resamples=n_resamples,
+            batch=batch,
+            vectorized=True,
+            paired=paired,
+            confidence_level=confidence,
+            method=method,
+            rng=np.random.default_rng(seed),
+        )
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if np.ptp(res.bootstrap_distribution) == 0 or not (np.isfinite(lo) and np.isfinite(hi)):
+        return float("nan"), float("nan")
+    return lo, hi
+
+
+def two_level_means(
+    groups: Sequence[Sequence[np.ndarray]], *, paired: bool, n_resamples: int, seed: int
+) -> list[np.ndarray]:
+    """Bootstrap replicates of each sample's pooled mean: resample batches, then runs within each batch.
+
+    ``groups[k][j]`` holds sample ``j``'s values in batch ``k`` (sample 0 = arm, 1 = baseline). Batches
+    are drawn with replacement, shared by all samples (a batch is the unit that holds both arms); runs
+    are then drawn within each chosen batch, jointly across samples when ``paired`` (aligned arrays).
+    Vectorised over resamples in chunks, so memory stays bounded for any size.
+    """
+    _check_resamples(n_resamples)
+    k, n_samples = len(groups), len(groups[0])
+    lens = np.array([[len(g[j]) for j in range(n_samples)] for g in groups], dtype=np.int64)
+    if paired and not (lens == lens[:, :1]).all():
+        raise InputError("two_level_means(paired=True): samples must have equal lengths in every batch")
+    widths = lens.max(axis=0)
+    padded = []
+    for j in range(n_samples):
+        block = np.zeros((k, widths[j]))
+        for b, g in enumerate(groups):
+            block[b, : lens[b, j]] = g[j]
+        padded.append(block)
+    rng = np.random.default_rng(seed)
+    out = [np.empty(n_resamples) for _ in range(n_samples)]
+    chunk = max(1, _CELLS_PER_CHUNK // (k * int(widths.max())))
+    for start in range(0, n_resamples, chunk):
+        r = min(chunk, n_resamples - start)
+        pick = rng.integers(0, k, size=(r, k))
+        shared = rng.random((r, k, widths[0])) if paired else None
+        for j in range(n_samples):
+            u = shared if paired else rng.random((r, k, widths[j]))
+            chosen = lens[pick, j]
+            idx = (u * chosen[..., None]).astype(np.int64)
+            valid = np.arange(widths[j]) < chosen[..., None]
+            values = padded[j][pick[..., None], idx]
+            out[j][start : start + r] = np.where(valid, values, 0.0).sum(axis=(1, 2)) / chosen.sum(axis=1)
+    return out
+
+
+def percentile_bounds(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The percentile interval of bootstrap replicates; NaN bounds when any is not finite or all are equal."""
+    finite = replicates[np.isfinite(replicates)]
+    if len(finite) < len(replicates) or np.ptp(finite) == 0:
+        return float("nan"), float("nan")
+    lo, hi = np.quantile(finite, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(lo), float(hi)
+
+
+def mean_bounds(x: np.ndarray, method: str = "log-t", confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """One arm's interval along the last axis: ``log-t`` (t on the log of the mean, jackknife SE) or ``t``."""
+    n = x.shape[-1]
+    q = sps.t.ppf((1 + confidence) / 2, n - 1)
+    m = x.mean(axis=-1)
+    if method == "t":
+        se = x.std(axis=-1, ddof=1) / math.sqrt(n)
+        return m - q * se, m + q * se
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = np.sqrt(jackknife_var(x, np.log))
+    ok = (m > 0) & np.isfinite(se)
+    return np.where(ok, m * np.exp(-q * se), np.nan), np.where(ok, m * np.exp(q * se), np.nan)
+
+
+def mean_interval(
+    values: Sequence[float] | np.ndarray,
+    batches: Sequence | None = None,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    method: str = "log-t",
+) -> Interval:
+    """Mean of one arm with an interval (two-level bootstrap when the values span several batches).
+
+    ``log-t``, the default for token counts, is a t-interval on the log of the mean with a jackknife
+    standard error: it stays positive and follows the right skew of token counts, and covered best of the
+    per-arm candidates in the known-truth study. No method reaches 93% at 5 runs on heavy-tailed or bimodal
+    arms: a quarter of five-run samples of the bimodal arm hold none of its long runs and look like a tight
+    unimodal arm, so covering them would need intervals far wider than a tight arm's; below ``WARN_RUNS``
+    the note says so. ``t`` suits values that can be negative (savings). No interval below ``MIN_RUNS`` values.
+    """
+    if method not in MEAN_METHODS:
+        raise ParamError("method", f"got {method!r}", list(MEAN_METHODS))
+    check_confidence(confidence)
+    x = np.asarray(values, dtype=float)
+    keys = list(batches) if batches is not None else [None] * len(x)
+    levels = list(dict.fromkeys(keys))
+    nan = float("nan")
+    if len(x) == 0:
+        return Interval(mean=nan, lower=nan, upper=nan, method="", note="no values")
+    mean = float(x.mean())
+    if len(x) < MIN_RUNS or np.ptp(x) == 0:
+        why = f"too few runs ({len(x)} < {MIN_RUNS})" if len(x) < MIN_RUNS else "zero variance"
+        return Interval(mean=mean, lower=nan, upper=nan, method="", note=f"{why}: no interval")
+    if len(levels) >= 2:
+        groups = [[x[[i for i, key in enumerate(keys) if key == level]]] for level in levels]
+        (reps,) = two_level_means(groups, paired=False, n_resamples=n_resamples, seed=seed)
+        lo, hi = percentile_bounds(reps, confidence)
+        how = "two-level percentile bootstrap (batches, then runs)"
+    elif method in ("log-t", "t"):
+        lo, hi = (float(v) for v in mean_bounds(x, method, confidence))
+        how = {"log-t": "t on the log mean (jackknife SE)", "t": "t-interval"}[method]
+    elif is_scipy_method(method):
+        lo, hi = interval_scipy(
+            (x,), _mean_stat, paired=False, confidence=confidence, n_resamples=n_resamples, seed=seed, method=method
+        )
+        how = f"{method} bootstrap"
+    else:
+        raise AssertionError(f"mean: method {method!r} is in MEAN_METHODS but has no interval")
+    notes = [] if np.isfinite(lo) else ["degenerate data: no interval"]
+    if len(x) < WARN_RUNS:
+        notes.append(f"only {len(x)} runs: a wide interval, {FEW_RUNS_MEAN_NOTE}")
+    return Interval(mean=mean, lower=lo, upper=hi, method=how, note="; ".join(notes))

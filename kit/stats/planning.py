@@ -1,0 +1,196 @@
+"""Planning and stopping (docs/method.md#planning): runs per arm for a target, and the run stage's stop rule.
+
+:func:`plan` turns a coefficient of variation (stated, or measured on a pilot batch) and a target precision
+or effect into runs per arm; :func:`should_continue` decides after each balanced block whether to add another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from kit.errors import InputError
+from kit.experiment.design import ParamError
+from kit.stats.compare import ratio
+from kit.stats.intervals import MIN_RUNS, check_confidence
+from kit.stats.records import Plan, StopDecision, finished, require_columns
+
+# The stop rule's first look (runs per arm): the known-truth study's stop table. From 10, stopping on width
+# covered 91.8% on the batch-read pack's arms (the fixed-n interval there covers 93% at 10 runs, 95% at 15).
+STOP_FIRST_LOOK = 15
+
+
+def _pilot_cvs(pilot: pd.DataFrame, arm: str | None, baseline: str | None, metric: str) -> tuple[float, float, str]:
+    """Each arm's coefficient of variation of ``metric`` in a pilot batch's finished trials."""
+    require_columns(pilot, ["arm", metric], "plan(pilot)")
+    ok = finished(pilot)
+    names = list(dict.fromkeys(ok["arm"]))
+    if arm is None or baseline is None:
+        if len(names) != 2:
+            raise ParamError("arm", f"the pilot has arms {names}; name the two to compare", "arm= and baseline=")
+        baseline, arm = names if baseline is None and arm is None else (baseline or names[0], arm or names[1])
+    cvs = []
+    for name in (arm, baseline):
+        x = ok.loc[ok["arm"] == name, metric].dropna().to_numpy(dtype=float)
+        if len(x) < 2 or x.mean() <= 0:
+            raise ParamError(
+                "pilot", f"arm {name!r} has {len(x)} usable runs of {metric}", ">= 2 runs with a positive mean"
+            )
+        cvs.append(float(x.std(ddof=1) / x.mean()))
+    n = int((ok["arm"] == baseline).sum())
+    return cvs[0], cvs[1], f"from a pilot of {n} runs per arm"
+
+
+def _runs_needed(
+    cva: float, cvb: float, *, precision: float | None, effect: float | None, assurance: float, confidence: float
+) -> int:
+    """Smallest n >= MIN_RUNS per arm meeting the target under the default interval's normal-theory model.
+
+    The log ratio's standard error is sqrt((cv_a^2 + cv_b^2) / n) with Welch df; for a precision target the
+    estimated standard error is taken at its ``assurance`` quantile (chi-square), for an effect the estimate
+    must clear the interval's half-width with probability ``assurance``.
+    """
+    n = np.arange(MIN_RUNS, 100_001, dtype=float)
+    var = cva**2 + cvb**2
+    df = (n - 1) * var**2 / (cva**4 + cvb**4)
+    q = sps.t.ppf((1 + confidence) / 2, df)
+    se = np.sqrt(var / n)
+    if precision is not None:
+        spread = np.sqrt(sps.chi2.ppf(assurance, df) / df)
+        ok = 2 * q * se * spread <= math.log(precision)
+    elif effect is not None:
+        ok = (q + sps.norm.ppf(assurance)) * se <= abs(math.log(effect))
+    else:
+        raise InputError("_runs_needed: give precision or effect")
+    if not ok.any():
+        raise ParamError(
+            "precision" if precision is not None else "effect",
+            "needs more than 100,000 runs per arm",
+            "a looser target",
+        )
+    return int(n[np.argmax(ok)])
+
+
+def plan(
+    cv: float | tuple[float, float] | None = None,
+    *,
+    precision: float | None = None,
+    effect: float | None = None,
+    pilot: pd.DataFrame | None = None,
+    arm: str | None = None,
+    baseline: str | None = None,
+    metric: str = "total_tokens",
+    assurance: float = 0.5,
+    confidence: float = 0.95,
+) -> Plan:
+    """Runs per arm needed for an interval of upper/lower ``precision``, or to tell ``effect`` from 1.
+
+    The spread comes from ``cv`` (one value for both arms, or (arm, baseline)) or from a ``pilot`` trials
+    table. ``assurance`` is the probability of reaching the target (0.5: the median batch reaches it).
+    Validated against simulation in the known-truth study (``bench/known_truth.md#planner``).
+    """
+    check_confidence(confidence)
+    if not 0 < assurance < 1:
+        raise ParamError("assurance", f"got {assurance!r}", "a probability strictly between 0 and 1, e.g. 0.5 or 0.8")
+    if (precision is None) == (effect is None):
+        raise ParamError("precision/effect", "give exactly one target", "precision=1.5 (upper/lower) or effect=0.8")
+    if precision is not None and not precision > 1:
+        raise ParamError("precision", f"got {precision!r}", "an upper/lower ratio > 1, e.g. 1.5")
+    if effect is not None and not (effect > 0 and effect != 1):
+        raise ParamError("effect", f"got {effect!r}", "a ratio > 0 other than 1, e.g. 0.8 or 1.3")
+    if pilot is not None:
+        cva, cvb, source = _pilot_cvs(pilot, arm, baseline, metric)
+    elif cv is not None:
+        cva, cvb = (cv, cv) if isinstance(cv, int | float) else (float(cv[0]), float(cv[1]))
+        source = "stated"
+    else:
+        raise ParamError("cv", "neither a cv nor a pilot", "cv=0.5 or pilot=<trials table>")
+    if not (cva > 0 and cvb > 0 and math.isfinite(cva + cvb)):
+        raise ParamError("cv", f"got {cva!r}, {cvb!r}", "positive coefficients of variation")
+    n = _runs_needed(cva, cvb, precision=precision, effect=effect, assurance=assurance, confidence=confidence)
+    return Plan(n, "precision" if precision else "effect", precision, effect, cva, cvb, assurance, confidence, source)
+
+
+def plan_for_params(params: Mapping, *, cv: float = 0.5, precision: float = 1.5, assurance: float = 0.5) -> str:
+    """The run notebook's line before a batch starts: the runs a ratio needs at a stated CV, against the plan."""
+    p = plan(cv, precision=precision, assurance=assurance)
+    planned = int(params["runs_per_arm"])
+    verdict = "enough" if planned >= p.runs_per_arm else f"expect an interval wider than upper/lower {precision:g}"
+    return f"{p.sentence()}; this batch plans {planned} runs per arm ({verdict})."
+
+
+def look_confidence(look: int, confidence: float = 0.95) -> float:
+    """Confidence of the interval at look ``look`` (1, 2, …) for an anytime-valid 'excludes 1' stop.
+
+    The miss probability alpha is spent as alpha * 6 / (pi^2 k^2) at look k; these sum to alpha, so by the
+    union bound the intervals hold the truth at every look at once with probability >= ``confidence``:
+    stopping whenever one excludes 1 keeps the error rate (a confidence sequence by Bonferroni).
+    """
+    return 1 - (1 - confidence) * 6 / (math.pi**2 * look**2)
+
+
+def should_continue(
+    trials: pd.DataFrame,
+    arm: str,
+    baseline: str,
+    stop: Mapping,
+    *,
+    metric: str = "total_tokens",
+    confidence: float = 0.95,
+    matched: bool = False,
+) -> StopDecision:
+    """Should the run stage add another balanced block (one run per arm)? ``stop`` holds the rule.
+
+    ``stop``: ``max_runs_per_arm`` (required), ``precision`` (stop once the fixed-n interval's
+    upper/lower is at most this) and/or ``exclude_one`` (stop once the anytime-valid interval of
+    :func:`look_confidence` excludes 1); looks start at ``min_runs_per_arm`` (default ``STOP_FIRST_LOOK``).
+    Stopping on "excludes 1" with the fixed-n interval would inflate false claims; stopping on width
+    picks batches whose spread happened to look small, which undercovered from 5 runs per arm and, on the
+    batch-read pack's arms (a long-tailed arm against a near-constant one), from 10; from 15 every stop row
+    of the known-truth study holds >= 93%.
+    """
+    known = {"precision", "exclude_one", "max_runs_per_arm", "min_runs_per_arm"}
+    if set(stop) - known or "max_runs_per_arm" not in stop or not ({"precision", "exclude_one"} & set(stop)):
+        raise ParamError(
+            "stop", f"got {dict(stop)!r}", "{max_runs_per_arm: N, precision: 1.5 and/or exclude_one: true}"
+        )
+    first = max(int(stop.get("min_runs_per_arm", STOP_FIRST_LOOK)), MIN_RUNS)
+    ok = finished(trials)
+    n = int(min((ok["arm"] == arm).sum(), (ok["arm"] == baseline).sum()))
+    nan = float("nan")
+    if n < first:
+        return StopDecision(True, f"{n} runs per arm; the rule looks from {first}", n, nan, nan)
+    decision = _stop_reason(trials, arm, baseline, stop, n - first + 1, metric, confidence, matched)
+    if decision is not None:
+        return StopDecision(False, decision[0], n, decision[1], decision[2])
+    row = ratio(trials, metric, arm, baseline, confidence=confidence, matched=matched)
+    if n >= int(stop["max_runs_per_arm"]):
+        return StopDecision(False, f"max_runs_per_arm {stop['max_runs_per_arm']} reached", n, row.lower, row.upper)
+    return StopDecision(True, "target not reached", n, row.lower, row.upper)
+
+
+def _stop_reason(
+    trials: pd.DataFrame,
+    arm: str,
+    baseline: str,
+    stop: Mapping,
+    look: int,
+    metric: str,
+    confidence: float,
+    matched: bool,
+) -> tuple[str, float, float] | None:
+    """(why, lower, upper) when a stop target is met at this look, else None."""
+    if stop.get("precision"):
+        row = ratio(trials, metric, arm, baseline, confidence=confidence, matched=matched)
+        if np.isfinite(row.lower) and row.upper / row.lower <= float(stop["precision"]):
+            return f"precision reached: upper/lower {row.upper / row.lower:.2f}", row.lower, row.upper
+    if stop.get("exclude_one"):
+        level = look_confidence(look, confidence)
+        row = ratio(trials, metric, arm, baseline, confidence=level, matched=matched)
+        if row.lower > 1 or row.upper < 1:
+            return f"anytime-valid {level:.2%} interval excludes 1 at look {look}", row.lower, row.upper
+    return None
