@@ -15,7 +15,8 @@ import orjson
 import pandas as pd
 import pytest
 
-from kit import history_report, transcripts
+from kit import transcripts
+from kit.history import report as history_report
 from kit.cli import occupancy as occupancy_cli
 from kit.stages import history
 from kit.transcripts import cache, twins
