@@ -155,7 +155,7 @@ def _kit_imports(path: Path) -> set[str]:
         ("stats/*.py", ("kit.agents", "kit.transcripts")),
         ("stages/analyze.py", ("kit.agents", "kit.transcripts")),
         ("stages/plot.py", ("kit.agents", "kit.transcripts")),
-        ("charts.py", ("kit.agents", "kit.transcripts", "kit.stages")),
+        ("charts/*.py", ("kit.agents", "kit.transcripts", "kit.stages")),
         ("report/*.py", ("kit.agents", "kit.transcripts", "kit.cli")),
         ("agents/*.py", ("kit.experiment.layout", "kit.cli")),
     ],

@@ -117,7 +117,7 @@ def test_written_records_read_back_equal(tmp_path):
 
 
 STAGE_CONTRACTS = [
-    "stages/*.py", "experiment/layout.py", "files.py", "report/*.py", "charts.py", "analysis/design_table.py",
+    "stages/*.py", "experiment/layout.py", "files.py", "report/*.py", "charts/*.py", "analysis/design_table.py",
     "analysis/occupancy_block.py",
 ]  # fmt: skip
 

@@ -10,10 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -53,10 +49,11 @@ def _title(fig: Figure, title: str, note: str) -> Figure:
 
 def daily_usage(day_view: pd.DataFrame) -> Figure:
     """Tokens per day by kind (main and subagent rows together), stacked."""
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    fig = charts.figure((10, 4.5))
+    ax = fig.subplots()
     days = day_view[day_view["day"] != "unknown"].groupby("day").sum(numeric_only=True).sort_index()
     if days.empty:
-        charts._empty(ax, "no dated responses")
+        charts.empty_axes(ax, "no dated responses")
         return _title(fig, "Tokens per day", "your own sessions")
     parts = days.assign(uncached_fresh=days["uncached_input_tokens"] - days["cache_write_tokens"].fillna(0))
     bottom = np.zeros(len(parts))
@@ -65,7 +62,7 @@ def daily_usage(day_view: pd.DataFrame) -> Figure:
         ax.bar(parts.index, values, bottom=bottom, label=label, color=color)
         bottom += values
     ax.set_ylabel("tokens")
-    charts._thousands(ax)
+    charts.thousands(ax)
     ax.legend(fontsize=8)
     ax.tick_params(axis="x", rotation=60, labelsize=7)
     return _title(fig, "Tokens per day", "your own sessions (UTC days); cache write is part of the uncached input")
@@ -73,9 +70,10 @@ def daily_usage(day_view: pd.DataFrame) -> Figure:
 
 def warmth_curve(warmth: pd.DataFrame) -> Figure:
     """Share of the reusable prefix read from cache by the idle gap before a request (docs/method.md#warmth)."""
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    fig = charts.figure((8, 4.2))
+    ax = fig.subplots()
     if warmth["requests"].sum() == 0:
-        charts._empty(ax, "no consecutive requests with times")
+        charts.empty_axes(ax, "no consecutive requests with times")
     else:
         ax.plot(warmth["gap"], warmth["share_cached"], marker="o", color=charts.REFERENCE_COLOR)
         for x, (share, n) in enumerate(zip(warmth["share_cached"], warmth["requests"], strict=True)):
@@ -90,9 +88,10 @@ def warmth_curve(warmth: pd.DataFrame) -> Figure:
 
 def _structural_scatter(structural: pd.DataFrame) -> Figure:
     """Per session, observed cache share against the structural (ideal, prefix-extension) share."""
-    fig, ax = plt.subplots(figsize=(6, 5.5))
+    fig = charts.figure((6, 5.5))
+    ax = fig.subplots()
     if structural.empty:
-        charts._empty(ax, "no sessions")
+        charts.empty_axes(ax, "no sessions")
     else:
         ax.scatter(structural["structural_share"], structural["observed_share"], s=18, alpha=0.7)
         ax.plot([0, 1], [0, 1], color=charts.REFERENCE_COLOR, lw=0.8, ls="--")
@@ -107,7 +106,8 @@ def _structural_scatter(structural: pd.DataFrame) -> Figure:
 def _compare_intervals(table: pd.DataFrame, label: str) -> Figure:
     """Mean per session of each group with its interval, per metric: the comparison's figure (no ratio)."""
     metrics = list(dict.fromkeys(table["metric"]))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.6), squeeze=False)
+    fig = charts.figure((4 * len(metrics), 3.6))
+    axes = fig.subplots(1, len(metrics), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         rows = table[table["metric"] == metric].reset_index(drop=True)
         for y, row in rows.iterrows():
@@ -117,7 +117,7 @@ def _compare_intervals(table: pd.DataFrame, label: str) -> Figure:
                 ax.plot([row["lower"], row["upper"]], [y, y], color=color)
         ax.set_yticks(range(len(rows)), [f"{g} (n={n})" for g, n in zip(rows["group"], rows["sessions"], strict=True)])
         ax.set_title(f"{metric} per session", fontsize=9)
-        charts._thousands(ax, "x")
+        charts.thousands(ax, "x")
         ax.set_ylim(-0.7, len(rows) - 0.3)
     return _title(fig, f"Before/after — {label.upper()}", "means per session with 95% bootstrap intervals")
 
@@ -135,7 +135,6 @@ def figures(result: Result, folder: Path) -> dict[str, Path]:
     for name, fig in made.items():
         if fig is not None:
             written[f"figure_{name}"] = charts.save(fig, folder, name)[0]
-            plt.close(fig)
     return written
 
 

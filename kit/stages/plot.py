@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import pandas as pd
 
 from kit import charts
@@ -37,8 +36,6 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "show",
     "shown",
 ]
-
-matplotlib.use("Agg")
 
 # The figures the plot stage can draw (besides CODE_MODE_FIGURES); figures_for() picks those the batch needs.
 FIGURES = (

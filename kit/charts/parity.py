@@ -1,0 +1,157 @@
+"""Quality parity: grade beside total tokens, so a cheaper but worse arm cannot hide.
+
+The intervals are arms.csv's (:func:`kit.analysis.metrics.arm_summary`), so the figure and the report quote
+the same numbers; :func:`grade_summary` is the report's grade table too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from kit.analysis.metrics import arm_summary
+from kit.charts.forest import forest_axis, oriented, ratio_axis_label, ratios_n, reads_fewer
+from kit.charts.style import (
+    arm_colors,
+    data_n,
+    empty_axes,
+    figure,
+    figure_arms,
+    finish,
+    ok_trials,
+    require_columns,
+    thousands,
+)
+from kit.records import Design
+
+
+def _arm_intervals(trials: pd.DataFrame, metrics: Iterable[str], arms: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per arm and metric: mean and 95% interval as ``analysis/arms.csv`` holds them.
+
+    Why one source: the figure, the report and arms.csv must quote the same interval. Given the analysis'
+    ``arms`` table its rows are used; otherwise they are computed by :func:`kit.analysis.metrics.arm_summary`, the
+    function that writes arms.csv (with its defaults, which are the analyze stage's).
+    """
+    wanted = [m for m in metrics if m in trials.columns]
+    if arms is None or arms.empty:
+        if trials.empty or not wanted:
+            return pd.DataFrame(columns=["arm", "metric", "n", "mean", "lower", "upper"])
+        arms = arm_summary(trials.assign(**{m: pd.to_numeric(trials[m], errors="coerce") for m in wanted}), wanted)
+    arms = arms.assign(arm=arms["arm"].astype(str))
+    return arms[arms["metric"].isin(wanted)].reset_index(drop=True)
+
+
+def grade_summary(trials: pd.DataFrame, arms: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per-arm grade: graded n, ungraded n, mean and its 95% interval from arms.csv (ok trials only)."""
+    ok = ok_trials(trials)
+    intervals = _arm_intervals(trials, ["grade"], arms).set_index("arm")
+    rows = []
+    for arm, group in ok.groupby(ok["arm"].astype(str), sort=True):
+        grades = pd.to_numeric(group.get("grade", pd.Series(dtype=float)), errors="coerce")
+        graded = int(grades.notna().sum())
+        found = intervals.loc[arm] if arm in intervals.index and graded else None
+        mean, lower, upper = (np.nan,) * 3 if found is None else (found["mean"], found["lower"], found["upper"])
+        rows.append({"arm": arm, "graded": graded, "ungraded": len(group) - graded, "mean": mean, "lower": lower,
+                     "upper": upper})  # fmt: skip
+    return pd.DataFrame(rows, columns=["arm", "graded", "ungraded", "mean", "lower", "upper"])
+
+
+def _interval(ax: Axes, y: int, est: float, lo: float, hi: float, color: str) -> None:
+    xerr = [[max(est - lo, 0)], [max(hi - est, 0)]] if np.isfinite(lo) and np.isfinite(hi) else None
+    ax.errorbar([est], [y], xerr=xerr, fmt="o", color=color, capsize=3, ms=7)
+
+
+def quality_parity(ratios_or_trials: pd.DataFrame, design: Design, arms: pd.DataFrame | None = None) -> Figure:
+    """Grade beside total tokens, so a cheaper but worse arm cannot hide.
+
+    Given trials: grade per arm (points + mean with 95% CI) next to mean total tokens per arm with the
+    ratio vs ``design.baseline`` when named; the intervals are arms.csv's (``arms``, else computed the
+    same way: :func:`_arm_intervals`), so the figure quotes what the report quotes. Given ratios: the grade
+    difference next to the total-token ratio, the latter in the headline's direction (× fewer or × more).
+    """
+    data = ratios_or_trials
+    fig = figure(figsize=(10, 4.8))
+    left, right = fig.subplots(1, 2)
+    if "metric" in data.columns:
+        _parity_of_ratios(left, right, data, design)
+        return finish(fig, "Quality parity: grade next to total tokens", design, n=ratios_n(data))
+    require_columns(data, ["arm", "total_tokens"], "trials")
+    ok = ok_trials(data)
+    names = sorted(ok["arm"].astype(str).unique())
+    colors = arm_colors(figure_arms(design, data["arm"]))
+    summary = grade_summary(data, arms).set_index("arm")
+    totals_ci = _arm_intervals(data, ["total_tokens"], arms).set_index("arm")
+    for i, arm in enumerate(names):
+        rows = ok[ok["arm"].astype(str) == arm]
+        grades = pd.to_numeric(rows.get("grade", pd.Series(dtype=float)), errors="coerce").astype(float).dropna()
+        _points_and_interval(left, i, grades.to_numpy(), summary.loc[arm], colors[arm])
+        totals = pd.to_numeric(rows["total_tokens"], errors="coerce").astype(float).to_numpy()
+        t = totals_ci.loc[arm] if arm in totals_ci.index else pd.Series({"mean": np.nan})
+        _points_and_interval(right, i, totals, t, colors[arm])
+    if design.baseline is not None and design.baseline in names:
+        _annotate_against_baseline(right, ok, names, design.baseline)
+    for ax in (left, right):
+        ax.set_yticks(range(len(names)), names)
+        ax.set_ylim(len(names) - 0.5, -0.5)
+        ax.grid(axis="x", alpha=0.3)
+    left.set_xlim(-0.05, 1.05)
+    left.set_xlabel("grade per trial and mean (95% CI)")
+    right.set_xlabel("total tokens per trial and mean (95% CI)")
+    right.set_xlim(left=0)  # token counts from zero, as in every figure
+    thousands(right, "x")
+    notes = [f"ungraded trials: {int(summary['ungraded'].sum())}"] if summary["ungraded"].sum() else []
+    batches = ok["batch"] if "batch" in ok.columns else None
+    return finish(
+        fig, "Quality parity: grade next to total tokens", design, n=data_n(ok), data_batches=batches, notes=notes
+    )
+
+
+def _parity_of_ratios(left: Axes, right: Axes, data: pd.DataFrame, design: Design) -> None:
+    """The ratios form: grade differences (left) and total-token ratios in the headline's direction (right)."""
+    colors = arm_colors(figure_arms(design, *(data[c] for c in ("arm", "baseline") if c in data.columns)))
+    grades = data[(data["metric"] == "grade") & data["estimate"].notna()]
+    totals = data[(data["metric"] == "total_tokens") & data["estimate"].notna()]
+    fewer = reads_fewer(totals) if not totals.empty else False
+    for ax, rows, ref, xlabel in (
+        (left, grades, 0.0, "grade difference (arm − baseline), 95% CI"),
+        (right, oriented(totals, fewer), 1.0, f"total tokens, {ratio_axis_label(fewer)}"),
+    ):
+        if rows.empty:
+            empty_axes(ax, "no estimate")
+            continue
+        forest_axis(ax, rows, colors, ref, with_metric=False)
+        ax.set_xlabel(xlabel)
+
+
+def _points_and_interval(ax: Axes, i: int, values: np.ndarray, interval: pd.Series, color: Any) -> None:
+    """One arm's row: its trials as points just below the line, its mean and 95% CI on it."""
+    ax.scatter(values, np.full(len(values), i + 0.18), color=color, alpha=0.5, s=18)
+    if pd.notna(interval["mean"]):
+        _interval(ax, i, float(interval["mean"]), float(interval["lower"]), float(interval["upper"]), color)
+
+
+def _annotate_against_baseline(ax: Axes, ok: pd.DataFrame, names: list[str], baseline: str) -> None:
+    """Each other arm's mean total as "N× fewer/more than <baseline>" above its row."""
+    means = {
+        arm: pd.to_numeric(ok.loc[ok["arm"].astype(str) == arm, "total_tokens"], errors="coerce").mean()
+        for arm in names
+    }
+    base_mean = means[baseline]
+    for i, arm in enumerate(names):
+        arm_mean = means[arm]
+        if arm != baseline and base_mean and arm_mean:
+            r = arm_mean / base_mean
+            factor = f"{1 / r:.2f}× fewer than" if r < 1 else f"{r:.2f}× more than"
+            ax.annotate(
+                f"mean {factor} {baseline}",
+                (arm_mean, i),
+                xytext=(0, 9),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+            )

@@ -1,0 +1,117 @@
+"""The warmth figure: the uncached ratio as a function of cache warmth, each observed batch a point on it.
+
+Why a figure of its own: one uncached ratio is one point on a curve that warmth moves (docs/method.md#warmth),
+so uncached tokens are drawn only here or beside their observed hit rates, never blended with total tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
+
+from kit.charts.style import ARM_PALETTE, REFERENCE_COLOR, arm_colors, figure, figure_arms, finish, require_columns
+from kit.records import Design
+
+# The sweep's total_ratio is mean input tokens a / b: what the uncached ratio equals with no cache read.
+INPUT_LABEL = "input-token ratio = the cold end"
+TOTAL_LABEL = "total-token ratio, observed"
+
+
+def _pair_text(pairs: list[tuple[str, str]]) -> str:
+    """'batching / placebo' for one replayed pair; several pairs are named in the legend instead."""
+    return f"{pairs[0][0]} / {pairs[0][1]}" if len(pairs) == 1 else "arm / baseline (legend)"
+
+
+def warmth_vs_ratio(
+    warmth: pd.DataFrame, observed: pd.DataFrame, design: Design, n: dict[str, int] | None = None
+) -> Figure:
+    """The uncached ratio as a function of cache warmth, with each observed batch as one point on it.
+
+    Why: the same code gives different uncached ratios at different warmth (docs/method.md#warmth). The
+    replayed curve shows the whole line and the observed batches show where on it this experiment sampled.
+    Two references are drawn apart because they differ: the sweep's cold end is the *input*-token ratio
+    (no cache read, so uncached = input), while the headline's total-token ratio also counts output.
+    The x axis spans the hit rates actually replayed: the sweep's levels are cache *survival* 0–100 %,
+    and full survival reaches only the hit rate the batch's prompts allow (often far below 100 %).
+    """
+    fig = figure(figsize=(8, 5.4))
+    ax = fig.add_subplot()
+    arms = figure_arms(
+        design,
+        *(frame[c] for frame in (warmth, observed) for c in ("arm_a", "arm_b") if c in frame.columns),
+    )
+    notes = ["x = mean of the two arms' cache hit rates; band = bootstrap CI of the replayed ratio"]
+    xs: list[float] = []
+    pairs: list[tuple[str, str]] = []
+    if warmth.empty:
+        notes.append("no warmth sweep in this analysis")
+    else:
+        pairs = _replayed_curves(ax, warmth, arm_colors(arms), xs, notes)
+    if not observed.empty:
+        named = _observed_batches(ax, observed, xs)
+        pairs = pairs or named
+    finite = [v for v in xs if np.isfinite(v)]
+    reach = max(finite, default=1.0)
+    if finite and reach == 0:
+        notes.append("no cache hit at any replayed warmth: the curve is one point")
+    ax.set_xlim(0, max(reach * 1.08, 0.05))
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_xlabel("cache hit rate (warmth)")
+    pair = _pair_text(pairs) if pairs else "a / b"
+    ax.set_ylabel(f"uncached-token ratio {pair}")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=8)
+    return finish(fig, f"Uncached-token ratio {pair} vs cache warmth", design, n=n, notes=notes)
+
+
+def _replayed_curves(
+    ax: Axes, warmth: pd.DataFrame, colors: dict, xs: list[float], notes: list[str]
+) -> list[tuple[str, str]]:
+    """Each arm pair's replayed curve with its band and its cold end (the input-token ratio); the pairs drawn.
+    Appends the curves' hit rates to ``xs`` and, where full survival stops short of 100 %, a note."""
+    # docs/tables.md names the band lower/upper; kit.analysis.cachemodel.warmth_sweep writes ratio_lower/ratio_upper.
+    warmth = warmth.rename(columns={"ratio_lower": "lower", "ratio_upper": "upper"})
+    require_columns(warmth, ["hit_rate_a", "hit_rate_b", "ratio", "lower", "upper", "total_ratio"], "warmth")
+    groups = warmth.groupby(["arm_a", "arm_b"], sort=True) if "arm_a" in warmth.columns else [(("a", "b"), warmth)]
+    pairs = []
+    for (arm_a, arm_b), curve in groups:
+        pairs.append((str(arm_a), str(arm_b)))
+        curve = curve.assign(x=(curve["hit_rate_a"] + curve["hit_rate_b"]) / 2).sort_values("x")
+        color = colors.get(str(arm_a), ARM_PALETTE[0])
+        x = curve["x"].to_numpy(float)
+        xs += list(x)
+        ax.fill_between(
+            x, curve["lower"].to_numpy(float), curve["upper"].to_numpy(float), color=color, alpha=0.25, lw=0
+        )
+        ax.plot(x, curve["ratio"].to_numpy(float), color=color, lw=2, label=f"replayed {arm_a} / {arm_b}")
+        cold = float(np.nanmedian(curve["total_ratio"].to_numpy(float)))
+        ax.axhline(cold, color=REFERENCE_COLOR, ls="--", lw=1.2, label=f"{INPUT_LABEL} ({cold:.2f})")
+        if len(x) and 0 < np.nanmax(x) < 0.995:
+            notes.append(
+                f"full cache survival ({arm_a} / {arm_b}) reaches a {np.nanmax(x):.0%} mean hit rate: "
+                "what each request appends is not yet cached"
+            )
+    return pairs
+
+
+def _observed_batches(ax: Axes, observed: pd.DataFrame, xs: list[float]) -> list[tuple[str, str]]:
+    """Each observed batch as a labelled diamond, and the headline's total-token ratio as a dotted line; the
+    arm pairs the batches name. Appends their hit rates to ``xs``."""
+    require_columns(observed, ["batch", "hit_rate_a", "hit_rate_b", "uncached_ratio"], "observed")
+    x = ((observed["hit_rate_a"] + observed["hit_rate_b"]) / 2).to_numpy(float)
+    xs += list(x)
+    y = observed["uncached_ratio"].to_numpy(float)
+    if "total_ratio" in observed.columns and observed["total_ratio"].notna().any():
+        total = float(np.nanmedian(observed["total_ratio"].to_numpy(float)))
+        several = f", median of {observed['total_ratio'].notna().sum()} batches" if len(observed) > 1 else ""
+        ax.axhline(total, color=REFERENCE_COLOR, ls=":", lw=1.6, label=f"{TOTAL_LABEL}{several} ({total:.2f})")
+    ax.scatter(x, y, marker="D", s=46, color="black", zorder=4, label="observed batches")
+    for xi, yi, batch in zip(x, y, observed["batch"].astype(str), strict=True):
+        ax.annotate(batch, (xi, yi), xytext=(5, 5), textcoords="offset points", fontsize=8)
+    if not {"arm_a", "arm_b"} <= set(observed.columns):
+        return []
+    return [(str(a), str(b)) for a, b in observed[["arm_a", "arm_b"]].drop_duplicates().itertuples(index=False)]
