@@ -21,6 +21,7 @@ import pandas as pd
 from kit.experiment.design import Slot
 
 __all__ = [
+    "ARM",
     "Analysis",
     "Decision",
     "Design",
@@ -60,7 +61,8 @@ def docs(record: type[msgspec.Struct]) -> dict[str, tuple[str, str]]:
 
 
 # Facts several records hold, described once.
-_ARM = field_doc("arm (configuration under test)", "id")
+# ARM is public: kit.stats.records describes the arm of its records with it too.
+ARM = field_doc("arm (configuration under test)", "id")
 _BATCH = field_doc("batch id: the batch folder's name under `outputs/`", "id")
 _SIMULATED = field_doc("the embedded provider's scripted model produced the numbers", "boolean")
 
@@ -190,7 +192,7 @@ class TrialMeta(msgspec.Struct, frozen=True, kw_only=True):
     kit_trial: Annotated[int, _d("trial record format version")] = 1
     batch: Annotated[str, _BATCH]
     trial_id: Annotated[str, _d("trial id, `r<run>-<arm>`", "id")]
-    arm: Annotated[str, _ARM]
+    arm: Annotated[str, ARM]
     run: Annotated[int, _d("run index within the batch; the same index pairs the arms' trials", "index from 0")]
     order_index: Annotated[
         int, _d("position of the trial in the batch's schedule (docs/method.md#interleaving)", "index from 0")

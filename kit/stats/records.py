@@ -16,7 +16,7 @@ import msgspec
 import pandas as pd
 
 from kit.errors import InputError, KitError
-from kit.records import _ARM, field_doc
+from kit.records import ARM, field_doc
 
 
 class StitchError(KitError, ValueError):
@@ -44,7 +44,7 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     """Arm against baseline on one metric (:func:`ratio`): one ``analysis/ratios.csv`` row."""
 
     comparison: Annotated[str, _doc("`<arm> vs <baseline>`", "text")]
-    arm: Annotated[str, _ARM]
+    arm: Annotated[str, ARM]
     baseline: Annotated[str, _BASELINE]
     metric: Annotated[str, _METRIC]
     estimate: Annotated[
@@ -100,7 +100,7 @@ class Interval(msgspec.Struct, frozen=True, kw_only=True):
 class Savings(msgspec.Struct, frozen=True, kw_only=True):
     """Per-prompt savings of an arm over a control, summarised across prompts (:func:`per_prompt_savings`)."""
 
-    arm: Annotated[str, _ARM]
+    arm: Annotated[str, ARM]
     control: Annotated[str, _doc("the arm savings are measured against", "id")]
     n: Annotated[int, _doc("prompts with both arms and a non-zero control", "count")]
     median: Annotated[float, _saving("median")]
@@ -119,7 +119,7 @@ class Savings(msgspec.Struct, frozen=True, kw_only=True):
 class WarmthInvariance(msgspec.Struct, frozen=True, kw_only=True, eq=False):  # a table field has no ==
     """Whether an arm's ratio to the baseline moves with cache warmth across batches (:func:`warmth_invariance`)."""
 
-    arm: Annotated[str, _ARM]
+    arm: Annotated[str, ARM]
     baseline: Annotated[str, _BASELINE]
     metric: Annotated[str, _METRIC]
     n_batches: Annotated[int, _doc("batches holding both arms", "count")]
