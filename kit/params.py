@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgspec
 import yaml
 
 from kit.experiment.backends import NAMES as BACKEND_NAMES
@@ -126,6 +127,68 @@ RUN = [
     Param("stop", (dict,), STOP_RULE, lambda v: bool(v), optional=True),
     _BASELINE,
 ]
+
+
+class RunParams(msgspec.Struct, frozen=True, kw_only=True):
+    """The run notebook's parameters as checked (``RUN``), one field per ``Param`` in its order: what the run stage,
+    the manifest (``Manifest.params``) and the analyze stage's design read by attribute, so a misspelt name is an
+    error where it is written, not a ``KeyError`` (or a silent ``None``) where it is read. A test holds the fields'
+    names and types to ``RUN``'s; an optional parameter's default is None."""
+
+    batch: str | None = None
+    task: str
+    arms: list[str]
+    runs_per_arm: int
+    order: str
+    allow_blocked: bool
+    backend: str
+    endpoint: str
+    upstream_url: str | None = None
+    model: str
+    retention: str | None = None
+    isolation: str
+    seed: int
+    concurrency: int
+    outputs_dir: str
+    task_options: dict[str, Any]
+    arm_defs: dict[str, Any]
+    backend_options: dict[str, Any]
+    retry_failed: bool
+    profile: str | None = None
+    salt: str | None = None
+    survival: int | float
+    timeout_s: int | float
+    max_cycles: int
+    stop: dict[str, Any] | None = None
+    baseline: str | None = None
+
+    @property
+    def baseline_arm(self) -> str:
+        """The arm every comparison divides by: ``baseline``, or the first arm (``check_baseline``)."""
+        return check_baseline(self.baseline, self.arms)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """The run notebook shows ``cfg.params`` as the mapping of names to values a parameters file holds."""
+        printer.pretty(msgspec.structs.asdict(self))
+
+
+def run_params(values: Mapping[str, Any]) -> RunParams:
+    """The run notebook's parameters checked against ``RUN`` (``validate``), as the record the run stage reads."""
+    return RunParams(**validate(values, RUN))
+
+
+def check_baseline(baseline: str | None, arms: list[str]) -> str:
+    """The baseline rule, in one place for every stage that compares arms (the run stage's stop rule, analyze and
+    ``kit batch`` before any stage): ``baseline`` must be an arm of the batch; None means the first arm. Returns
+    the baseline arm; a wrong one is a ``ParamError`` naming the closest arm."""
+    if baseline is None:
+        return arms[0]
+    if baseline not in arms:
+        problem = f"{baseline!r} is not an arm of the batch{did_you_mean(str(baseline), arms)}"
+        raise ParamError("baseline", problem, arms)
+    return baseline
+
+
 _BATCH = Param(
     "batch",
     (str,),

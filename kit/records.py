@@ -18,11 +18,13 @@ from typing import Annotated, Any
 import msgspec
 import pandas as pd
 
-from kit.experiment.design import Slot
+from kit.experiment.design import SETTINGS, Arm, Slot
+from kit.params import RunParams
 
 __all__ = [
     "ARM",
     "Analysis",
+    "ArmRecord",
     "Decision",
     "Design",
     "Manifest",
@@ -135,17 +137,47 @@ class StopRule(msgspec.Struct, frozen=True, kw_only=True):
     reason: Annotated[str | msgspec.UnsetType, _d("why the batch stopped; absent while it grows")] = UNSET
 
 
+class ArmRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """An arm as the manifest records it (``kit.experiment.design.Arm``, its environment's names only: values may be
+    secrets); the fields a later kit added have their defaults, so an older manifest reads."""
+
+    name: Annotated[str, ARM]
+    instruction: Annotated[str, _d("the instruction the arm adds")] = ""
+    placement: Annotated[str, _d("where the instruction goes (system, developer_instructions, agents_file, …)")] = (
+        "system"
+    )
+    flags: Annotated[list[str], _d("extra command-line flags of the arm's CLI")] = []
+    env: Annotated[list[str], _d("the names of the environment variables the arm sets (never their values)")] = []
+    session: Annotated[str, _d("`resume` (one session across turns) or `fresh` (a session per turn)")] = "resume"
+    control: Annotated[bool, _d("whether the arm runs without isolation, as the control")] = False
+    description: Annotated[str, _d("what the arm is, in the task pack's words")] = ""
+    tools: Annotated[list[str], _d("extra tools the arm offers beyond the backend's own")] = []
+    model: Annotated[str | None, _d("the arm's own model (None: the batch's)")] = None
+    effort: Annotated[str | None, _d("the arm's own reasoning effort (None: the batch's)")] = None
+    codex_bin: Annotated[str | None, _d("the arm's own Codex binary (None: the batch's)")] = None
+    claude_bin: Annotated[str | None, _d("the arm's own Claude Code binary (None: the batch's)")] = None
+
+    @classmethod
+    def of(cls, arm: Arm) -> ArmRecord:
+        """The record of ``arm`` (``Arm.to_dict``: lists for tuples, the environment's names)."""
+        return msgspec.convert(arm.to_dict(), cls)
+
+    def settings(self) -> dict[str, str | None]:
+        """The per-arm settings as ``Arm.settings`` gives them: what a resumed batch must keep."""
+        return {key: getattr(self, key) for key in SETTINGS}
+
+
 class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     """A batch's ``manifest.json``: its parameters, schedule and provenance, written by the run stage."""
 
     kit_manifest: Annotated[int, _d("manifest format version")] = 1
     batch: Annotated[str, _BATCH]
     salt: Annotated[str, _d("the batch's salt: seeds its nonces and schedule")]
-    params: Annotated[dict[str, Any], _d("the run parameters as validated (kit.params)")]
+    params: Annotated[RunParams, _d("the run parameters as validated (kit.params.RunParams)")]
     simulated: Annotated[bool, _SIMULATED]
     blocked: Annotated[bool, _d("arms ran in separate time blocks (order: blocked)")] = False
     task: Annotated[dict[str, Any], _d("the task pack's description of itself (name, preset, true effect, …)")] = {}
-    arms: Annotated[dict[str, dict[str, Any]], _d("each arm's definition, by name")] = {}
+    arms: Annotated[dict[str, ArmRecord], _d("each arm's definition, by name")] = {}
     arm_settings: Annotated[
         dict[str, dict[str, str | None]], _d("per arm, what it ran with: model, effort, binary, version")
     ] = {}

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from kit.cli import pipeline
+from kit.params import RunParams
 from kit.records import Design
 from kit.stages import run
 
@@ -53,6 +54,12 @@ def design(**fields: Any) -> Design:
         "model": "sim-agent", "simulated": True,
     }  # fmt: skip
     return Design(**(base | fields))
+
+
+def run_params(**fields: Any) -> RunParams:
+    """The run parameters of a manifest made without a batch: these fields, the rest the run notebook's defaults
+    (not checked: a stub may name a design no pack runs)."""
+    return RunParams(**(pipeline.defaults("run") | fields))
 
 
 def trial_meta(**fields: Any) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def test_an_examples_files_load_and_encode_as_written(example):
     assert all(isinstance(s, Slot) for s in manifest.schedule)
     assert msgspec.to_builtins(manifest) == orjson.loads(bd.manifest.read_bytes())
     design, warnings = bd.read_design()
-    assert design.runs_per_arm == manifest.params["runs_per_arm"] and design.baseline in design.arms
+    assert design.runs_per_arm == manifest.params.runs_per_arm and design.baseline in design.arms
     assert {**msgspec.to_builtins(design), "warnings": warnings} == orjson.loads(bd.design.read_bytes())
     for trial_dir in bd.trial_dirs():
         meta = bd.read_trial_meta(trial_dir)

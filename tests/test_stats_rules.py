@@ -16,7 +16,7 @@ from kit.records import Manifest
 from kit.report import batch as report
 from kit.stages.analyze import matched_runs
 from tests.report_tables import DESIGN
-from tests.support import ROOT
+from tests.support import ROOT, run_params
 
 EXAMPLE = ROOT / "outputs" / "examples" / "batch-read" / "analysis" / "trials.csv"
 
@@ -88,7 +88,9 @@ def test_batch_read_example_headline_stays_within_its_data():
 
 
 def _manifest(task: dict) -> Manifest:
-    return Manifest(batch="b", salt="s", params={}, simulated=True, task=task, started_at="", status="complete")
+    return Manifest(
+        batch="b", salt="s", params=run_params(), simulated=True, task=task, started_at="", status="complete"
+    )
 
 
 def test_pairing_needs_a_matched_design():

@@ -243,22 +243,15 @@ def _check_run(params: dict[str, Any], folder: Path) -> list[str]:
     cfg = run.configure({**defaults("run"), **_declared("run", params)})
     if BatchDir(folder).is_batch():
         run.check_resume(cfg.params, BatchDir(folder).read_manifest(), cfg.arms)
-    env = BACKENDS[cfg.params["backend"]].key_env
-    if cfg.params["endpoint"] == "real" and not os.environ.get(env):
+    env = BACKENDS[cfg.params.backend].key_env
+    if cfg.params.endpoint == "real" and not os.environ.get(env):
         raise ParamError("endpoint", f"'real' needs {env} in the environment", "embedded, or real with the key set")
-    return cfg.params["arms"]
+    return cfg.params.arms
 
 
 def _declared(stage: str, params: dict[str, Any]) -> dict[str, Any]:
     names = {p.name for p in kit_params.NOTEBOOKS[stage]}
     return {k: v for k, v in params.items() if k in names}
-
-
-def _check_baseline(params: dict[str, Any], arms: list[str]) -> None:
-    baseline = params.get("baseline")
-    if baseline is not None and baseline not in arms:
-        problem = f"{baseline!r} is not an arm of the batch{kit_params.did_you_mean(str(baseline), arms)}"
-        raise ParamError("baseline", problem, arms)
 
 
 def plan(params: dict[str, Any], stages: Sequence[str] = STAGES) -> Plan:
@@ -271,12 +264,12 @@ def plan(params: dict[str, Any], stages: Sequence[str] = STAGES) -> Plan:
     if "run" in stages:
         arms = _check_run(params, folder)
     else:
-        arms = BatchDir(require_batch(folder, named)).read_manifest().params["arms"]
+        arms = BatchDir(require_batch(folder, named)).read_manifest().params.arms
     for stage in stages:
         if stage != "run":
             kit_params.validate({**defaults(stage), **_declared(stage, params)}, kit_params.NOTEBOOKS[stage])
     if "analyze" in stages:
-        _check_baseline(params, arms)
+        kit_params.check_baseline(params.get("baseline"), arms)
         for path in params.get("batch_dirs") or []:
             require_batch(from_root(path), "batch_dirs")
     return Plan(folder, stages, {stage: _declared(stage, params) for stage in stages})

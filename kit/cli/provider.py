@@ -131,6 +131,7 @@ def _served_batch(file: str | None, yaml_texts: list[str], pairs: list[tuple[str
     from kit.stages import run
 
     params = pipeline.load_params(file, yaml_texts, pairs)
-    if params.get("salt") is None:
+    salt = params.get("salt")  # checked as text by configure
+    if salt is None:
         raise InputError("serving as a batch needs the batch's salt: -p salt S (the manifest's salt)")
-    return vars(run.provider_settings(run.configure(params), params["salt"]))
+    return vars(run.provider_settings(run.configure(params), salt))

@@ -27,6 +27,49 @@ ROOT = Path(__file__).resolve().parents[2]  # kit/experiment/layout.py -> the re
 STAGES = ("run", "parse", "analyze", "plot")  # a batch folder holds each stage's executed <stage>.ipynb
 DESIGN_JSON = "design.json"  # in the analysis folder: the analyze stage's design, warnings and baseline
 TRIAL_META = "meta.json"  # in a trial folder, written last: its presence marks the trial complete
+PROVIDER_LOG = "provider_log.jsonl"  # in a trial folder: the trial's lines of the provider's request log
+BATCH_LOG = Path("raw") / "_provider" / "requests.jsonl"  # in a batch folder: the request log of every trial
+
+
+@dataclass(frozen=True)
+class TrialDir:
+    """A trial folder, ``raw/<trial_id>/``: the one place its files are named. The run stage writes them (``meta.json``
+    last); the parse stage and ``kit.transcripts.sources`` read them. The backend's own transcripts are named by
+    the backend and listed in ``meta.json`` (``transcripts``); ``transcripts`` finds those present."""
+
+    root: Path
+
+    @property
+    def meta(self) -> Path:
+        """``meta.json``, the trial's record (``kit.records.TrialMeta``)."""
+        return self.root / TRIAL_META
+
+    @property
+    def provider_log(self) -> Path:
+        """The provider's request-log lines of this trial, copied out of the batch's log by the run stage."""
+        return self.root / PROVIDER_LOG
+
+    @property
+    def answer(self) -> Path:
+        """``answer.md``: the agent's answers, one per turn."""
+        return self.root / "answer.md"
+
+    @property
+    def error(self) -> Path:
+        """``error.txt``: the traceback of a backend that raised instead of ending the trial."""
+        return self.root / "error.txt"
+
+    def is_complete(self) -> bool:
+        """Whether the trial was recorded: the run stage writes meta.json last."""
+        return self.meta.is_file()
+
+    def read_meta(self) -> TrialMeta:
+        """The trial's ``meta.json`` as a record: the one place it is decoded."""
+        return _decoded(self.meta, decode_trial_meta)
+
+    def transcripts(self, meta: TrialMeta) -> list[Path]:
+        """The files ``meta.transcripts`` lists that are present, in its order (the backend's best first)."""
+        return [self.root / name for name in meta.transcripts if (self.root / name).is_file()]
 
 
 @dataclass(frozen=True)
@@ -40,6 +83,11 @@ class BatchDir:
     @property
     def raw(self) -> Path:
         return self.root / "raw"
+
+    @property
+    def request_log(self) -> Path:
+        """The provider's (or recording proxy's) request log of every trial of the batch."""
+        return self.root / BATCH_LOG
 
     @property
     def tables(self) -> Path:
@@ -84,6 +132,10 @@ class BatchDir:
         """``raw/<trial_id>``, refused (``OutsideRoot``) unless the id is one path component inside ``raw/``."""
         return child(self.raw, trial_id)
 
+    def trial_dir(self, trial_id: str) -> TrialDir:
+        """The trial folder of ``trial_id`` (:meth:`trial`) and its files."""
+        return TrialDir(self.trial(trial_id))
+
     def trial_dirs(self) -> list[Path]:
         """Completed trial folders (those with a meta.json), in name order."""
         if not self.raw.exists():
@@ -100,7 +152,7 @@ class BatchDir:
 
     def read_trial_meta(self, trial_dir: Path) -> TrialMeta:
         """A completed trial's ``meta.json`` (``trial_dir`` from :meth:`trial_dirs`) as a record."""
-        return _decoded(trial_dir / TRIAL_META, decode_trial_meta)
+        return TrialDir(trial_dir).read_meta()
 
 
 _T = TypeVar("_T")

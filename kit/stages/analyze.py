@@ -20,10 +20,10 @@ import pandas as pd
 from kit import stats
 from kit.analysis import cachemodel, metrics, occupancy, occupancy_block, pricing
 from kit.analysis.design_table import arm_settings
-from kit.errors import InputError
 from kit.experiment.layout import BatchDir, batch_paths, write_design
 from kit.experiment.lock import batch_lock
 from kit.files import write_table
+from kit.params import check_baseline
 from kit.records import UNSET, Analysis, Design, Manifest, StopRule
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
@@ -91,17 +91,17 @@ def design_of(manifests: list[Manifest]) -> Design:
     stop = first.stop_rule if isinstance(first.stop_rule, StopRule) else None
     return Design(
         batch=[m.batch for m in manifests] if len(manifests) > 1 else first.batch,
-        task=p["task"],
-        arms=list(p["arms"]),
-        runs_per_arm=stop.runs_per_arm if stop else p["runs_per_arm"],  # as grown
-        order=p["order"],
-        schedule=p["order"] + (" (BLOCKED: arms separated in time)" if first.blocked else ", run-major"),
-        isolation=p["isolation"],
+        task=p.task,
+        arms=list(p.arms),
+        runs_per_arm=stop.runs_per_arm if stop else p.runs_per_arm,  # as grown
+        order=p.order,
+        schedule=p.order + (" (BLOCKED: arms separated in time)" if first.blocked else ", run-major"),
+        isolation=p.isolation,
         isolation_parts=first.isolation_parts,
-        backend=p["backend"],
-        endpoint=p["endpoint"],
-        model=p["model"],
-        profile=p.get("profile"),
+        backend=p.backend,
+        endpoint=p.endpoint,
+        model=p.model,
+        profile=p.profile,
         simulated=any(m.simulated for m in manifests),
         true_effect=first.task.get("true_effect"),
         versions=first.versions,
@@ -219,9 +219,7 @@ def _analyze(
     data = load(batch_dirs)
     design = design_of(data.manifests)
     arms = list(design.arms)
-    baseline = baseline or arms[0]
-    if baseline not in arms:
-        raise InputError(f"parameter 'baseline': {baseline!r} is not an arm of the batch; accepted: {arms}")
+    baseline = check_baseline(baseline, arms)
     trials = _priced(_structural(data.trials, data.segments), data.requests)
     design = msgspec.structs.replace(
         design, shared_first_prefix_tokens=shared_first_prefix(data.segments), baseline=baseline

@@ -56,14 +56,14 @@ from kit.errors import KitError
 from kit.experiment import design, provenance
 from kit.experiment.backends import BACKENDS
 from kit.experiment.design import Arm, ParamError, Slot
-from kit.experiment.layout import TRIAL_META, BatchDir, from_root, new_batch_id, shown, write_record
+from kit.experiment.layout import PROVIDER_LOG, BatchDir, from_root, new_batch_id, shown, write_record
 from kit.experiment.lock import batch_lock
 from kit.experiment.redact import redact
 from kit.files import atomic_write, sha256_tree, write_text
-from kit.params import RUN, STOP_RULE, did_you_mean, validate
+from kit.params import STOP_RULE, RunParams, check_baseline, did_you_mean, run_params
 from kit.provider.policy import Policy
 from kit.provider.service import trial_base_url
-from kit.records import UNSET, Decision, Manifest, StopRule, TrialMeta
+from kit.records import UNSET, ArmRecord, Decision, Manifest, StopRule, TrialMeta
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
     "EMBEDDED_KEY",
@@ -126,56 +126,66 @@ class RunIncomplete(KitError, RuntimeError):
 
 @dataclass(frozen=True)
 class RunConfig:
-    params: dict[str, Any]
+    params: RunParams
     pack: tasks.TaskPack
     arms: dict[str, Arm]
     warnings: tuple[str, ...] = ()  # what a reader must know before the batch runs (the manifest keeps them)
 
     @property
+    def batch(self) -> str:
+        """The batch id: ``configure`` names a new batch, so it is never None here."""
+        assert self.params.batch is not None, "RunConfig is made by configure"
+        return self.params.batch
+
+    @property
+    def profile(self) -> str:
+        """The provider's cache profile: ``configure`` takes the backend's default for None."""
+        assert self.params.profile is not None, "RunConfig is made by configure"
+        return self.params.profile
+
+    @property
     def batch_dir(self) -> BatchDir:
-        return BatchDir(from_root(self.params["outputs_dir"]) / self.params["batch"])
+        return BatchDir(from_root(self.params.outputs_dir) / self.batch)
 
 
-def _check_backend_options(params: dict[str, Any]) -> None:
-    accepted = BACKENDS[params["backend"]].options
-    unknown = sorted(set(params["backend_options"]) - accepted)
+def _check_backend_options(params: RunParams) -> None:
+    accepted = BACKENDS[params.backend].options
+    unknown = sorted(set(params.backend_options) - accepted)
     if unknown:
         hint = did_you_mean(unknown[0], accepted)
-        reason = f"unknown option(s) {unknown} for backend {params['backend']!r} (they would be ignored){hint}"
+        reason = f"unknown option(s) {unknown} for backend {params.backend!r} (they would be ignored){hint}"
         raise ParamError("backend_options", reason, sorted(accepted))
 
 
-def configure(values: dict[str, Any]) -> RunConfig:
+def configure(values: Mapping[str, Any]) -> RunConfig:
     """Validate the run notebook's parameters; fail fast, naming the parameter and what it accepts."""
-    params = validate(values, RUN)
-    if params["backend"] not in BACKENDS:
-        raise ParamError("backend", f"{params['backend']!r} is not available in this version", sorted(BACKENDS))
+    params = run_params(values)
+    if params.backend not in BACKENDS:
+        raise ParamError("backend", f"{params.backend!r} is not available in this version", sorted(BACKENDS))
     _check_backend_options(params)
-    pack = tasks.get(params["task"], **params["task_options"])
+    pack = tasks.get(params.task, **params.task_options)
     arms = dict(pack.arms())
-    for name, spec in params["arm_defs"].items():
+    for name, spec in params.arm_defs.items():
         base = arms.get(name)
         merged = {**(base.to_dict() if base else {}), **spec}
         merged.pop("name", None)
         merged["env"] = {**(dict(base.env) if base else {}), **spec.get("env", {})}
         arms[name] = Arm.from_dict(name, merged)
-    unknown = [a for a in params["arms"] if a not in arms]
+    unknown = [a for a in params.arms if a not in arms]
     if unknown:
-        problem = f"unknown arm {unknown[0]!r} for task {params['task']!r}{did_you_mean(unknown[0], arms)}"
+        problem = f"unknown arm {unknown[0]!r} for task {params.task!r}{did_you_mean(unknown[0], arms)}"
         raise ParamError("arms", problem, sorted(arms))
-    design.schedule(params["arms"], 1, params["order"], "check", params["seed"], params["allow_blocked"])
-    if params["stop"] is not None:
-        _check_stop(params)
-    _check_endpoint(params)
-    for name in params["arms"]:
+    design.schedule(params.arms, 1, params.order, "check", params.seed, params.allow_blocked)
+    if params.stop is not None:
+        _check_stop(params, params.stop)
+    params = _check_endpoint(params)
+    for name in params.arms:
         _check_arm_settings(params, arms[name])
         _check_user_files_kept(params, arms[name])
-    if not params["batch"]:
-        params["batch"] = new_batch_id(params["task"])
-    if params["profile"] is None:
-        params["profile"] = BACKENDS[params["backend"]].default_profile
-    models = [arms[name].model or params["model"] for name in params["arms"]]
-    warnings = design.retention_warnings(params["profile"], models, params["retention"])
+    profile = params.profile or BACKENDS[params.backend].default_profile
+    params = msgspec.structs.replace(params, batch=params.batch or new_batch_id(params.task), profile=profile)
+    models = [arms[name].model or params.model for name in params.arms]
+    warnings = design.retention_warnings(profile, models, params.retention)
     return RunConfig(params, pack, arms, tuple(warnings))
 
 
@@ -189,13 +199,13 @@ _STOP_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def _check_stop(params: dict[str, Any]) -> None:
+def _check_stop(params: RunParams, stop: Mapping[str, Any]) -> None:
     """Refuse a stop rule the run stage could not follow, before anything is written: the values of its keys
     here, its keys by ``kit.stats.should_continue`` itself on no trials (so the words are the ones a look
     would use), then what the batch needs: a run-major order to grow in blocks, and a first look the cap allows."""
     from kit import stats
 
-    stop, arms = params["stop"], params["arms"]
+    arms = params.arms
     for key, (valid, accepted) in _STOP_VALUES.items():
         if key in stop and not valid(stop[key]):
             raise ParamError("stop", f"{key}: got {stop[key]!r}", f"{STOP_RULE}, {key} {accepted}")
@@ -203,18 +213,15 @@ def _check_stop(params: dict[str, Any]) -> None:
     if not (stop.get("precision") or stop.get("exclude_one")):  # the rule would never stop before the cap
         raise ParamError("stop", "exclude_one: false and no precision: no target", STOP_RULE)
     cap = stop["max_runs_per_arm"]
-    if cap < params["runs_per_arm"]:
-        raise ParamError("stop", f"max_runs_per_arm {cap} is below runs_per_arm {params['runs_per_arm']}", STOP_RULE)
+    if cap < params.runs_per_arm:
+        raise ParamError("stop", f"max_runs_per_arm {cap} is below runs_per_arm {params.runs_per_arm}", STOP_RULE)
     if cap < _first_look(stop):
         problem = f"max_runs_per_arm {cap} comes before the rule's first look at {_first_look(stop)} runs per arm"
         raise ParamError("stop", problem, f"{STOP_RULE}, with min_runs_per_arm <= max_runs_per_arm")
-    if params["order"] == "blocked":
+    if params.order == "blocked":
         accepted = f"{STOP_RULE} with order alternate or random (None with blocked)"
         raise ParamError("stop", "a blocked order cannot grow in balanced blocks", accepted)
-    baseline = params["baseline"]
-    if baseline is not None and baseline not in arms:
-        problem = f"{baseline!r} is not an arm of the batch{did_you_mean(baseline, arms)}"
-        raise ParamError("baseline", problem, arms)
+    check_baseline(params.baseline, arms)
 
 
 def _first_look(stop: Mapping[str, Any]) -> int:
@@ -231,51 +238,52 @@ def planning(cfg: RunConfig) -> str:
     from kit import stats
 
     p = cfg.params
-    line = stats.plan_for_params(p)
-    if p["stop"] is None:
+    line = stats.plan_for_params({"runs_per_arm": p.runs_per_arm})
+    if p.stop is None:
         return line
-    baseline = p["baseline"] or p["arms"][0]
     return (
-        f"{line} Stop rule {p['stop']}: the batch runs {max(p['runs_per_arm'], _first_look(p['stop']))} runs per "
-        f"arm, then adds one run per arm at a time until every comparison with {baseline!r} meets the rule, "
-        f"up to {p['stop']['max_runs_per_arm']} runs per arm."
+        f"{line} Stop rule {p.stop}: the batch runs {max(p.runs_per_arm, _first_look(p.stop))} runs per "
+        f"arm, then adds one run per arm at a time until every comparison with {p.baseline_arm!r} meets the rule, "
+        f"up to {p.stop['max_runs_per_arm']} runs per arm."
     )
 
 
-def _check_user_files_kept(params: dict[str, Any], arm: Arm) -> None:
+def _check_user_files_kept(params: RunParams, arm: Arm) -> None:
     """On a user's repository an instruction written as AGENTS.md / CLAUDE.md would replace the repository's own
     files in the working copy, so the arm must inject it instead (docs/method.md#controls)."""
-    if params["task_options"].get("repo") and arm.placement == "agents_file" and arm.instruction:
+    if params.task_options.get("repo") and arm.placement == "agents_file" and arm.instruction:
         problem = f"arm {arm.name!r} would overwrite the repository's own AGENTS.md / CLAUDE.md (placement agents_file)"
         raise ParamError(f"arm_defs.{arm.name}.placement", problem, "developer_instructions on a user repository")
 
 
-def _check_endpoint(params: dict[str, Any]) -> None:
+def _check_endpoint(params: RunParams) -> RunParams:
     """``upstream_url`` only where a proxy forwards to it, ``retention`` only where a request carries it; the URL
     is kept as the proxy's origin: every client adds ``/v1`` itself, so a trailing ``/v1`` (as OPENAI_BASE_URL
-    names it) is dropped and ANTHROPIC_BASE_URL's form (no ``/v1``) is the same URL."""
-    if params["upstream_url"] is not None:
-        if params["endpoint"] != "real":
+    names it) is dropped and ANTHROPIC_BASE_URL's form (no ``/v1``) is the same URL. Returns the parameters
+    with that URL."""
+    if params.upstream_url is not None:
+        if params.endpoint != "real":
             raise ParamError("upstream_url", "set, but endpoint is 'embedded' (nothing is forwarded)", "None")
-        url = params["upstream_url"].rstrip("/")
-        params["upstream_url"] = url[: -len("/v1")] if url.endswith("/v1") else url
-    if params["retention"] is not None and params["backend"] != "sdk-openai":
+        url = params.upstream_url.rstrip("/")
+        params = msgspec.structs.replace(params, upstream_url=url[: -len("/v1")] if url.endswith("/v1") else url)
+    if params.retention is not None and params.backend != "sdk-openai":
         raise ParamError(
             "retention",
-            f"backend {params['backend']!r} does not send prompt_cache_retention (its client decides)",
+            f"backend {params.backend!r} does not send prompt_cache_retention (its client decides)",
             "None, or backend sdk-openai",
         )
+    return params
 
 
-def _check_arm_settings(params: dict[str, Any], arm: Arm) -> None:
+def _check_arm_settings(params: RunParams, arm: Arm) -> None:
     """An arm's binary must exist and belong to the batch's backend (another backend would ignore it)."""
-    cli = BACKENDS[params["backend"]].cli
+    cli = BACKENDS[params.backend].cli
     for key in ("codex_bin", "claude_bin"):
         value = getattr(arm, key)
         if value is None:
             continue
         if cli is None or key != cli.option:
-            problem = f"arm {arm.name!r} sets {key}, which backend {params['backend']!r} does not run"
+            problem = f"arm {arm.name!r} sets {key}, which backend {params.backend!r} does not run"
             raise ParamError(f"arm_defs.{arm.name}.{key}", problem, f"{cli.option} or nothing" if cli else "nothing")
         if resolve_binary(value, cli.program) is None:
             problem = f"arm {arm.name!r}: binary {value!r} does not exist (not a file, not on PATH)"
@@ -329,9 +337,9 @@ def _run_batch(cfg: RunConfig, progress: bool) -> Path:
     with _provider(cfg, bd, manifest.salt) as (base_url, log_path):
         while True:
             slots = list(manifest.schedule)
-            todo = [s for s in slots if _needs_run(bd, s, cfg.params["retry_failed"])]
+            todo = [s for s in slots if _needs_run(bd, s, cfg.params.retry_failed)]
             _run_slots(cfg, bd, (slots, todo), workdirs, (base_url, log_path), errors, progress)
-            if errors or cfg.params["stop"] is None:
+            if errors or cfg.params.stop is None:
                 break
             if not todo and _stopped(manifest):
                 break  # a stopped batch resumed with nothing to run: nothing new to look at
@@ -342,7 +350,7 @@ def _run_batch(cfg: RunConfig, progress: bool) -> Path:
     summary = failure_summary(bd.root)
     if summary:
         print(summary, flush=True)
-    hopeless = None if errors else _no_success(trials, cfg.params["arms"])
+    hopeless = None if errors else _no_success(trials, cfg.params.arms)
     manifest = msgspec.structs.replace(
         manifest,
         # endpoint real, but the upstream was the kit's own provider: the batch measured the simulation
@@ -417,7 +425,7 @@ def _run_slots(
     bar = tqdm(
         total=len(slots),
         initial=len(slots) - len(todo),
-        desc=cfg.params["batch"],
+        desc=cfg.batch,
         unit="trial",
         disable=not progress or lines,
     )
@@ -444,7 +452,7 @@ def _run_slots(
                 print(f"trial {counters['done']}/{len(todo)} {slot.trial_id}: {status}, "
                       f"{tokens or 0} tokens", flush=True)  # fmt: skip
 
-    pool = ThreadPoolExecutor(max_workers=cfg.params["concurrency"])
+    pool = ThreadPoolExecutor(max_workers=cfg.params.concurrency)
     try:
         for future in [pool.submit(one, s) for s in todo]:  # submitted (and started) in schedule order
             future.result()
@@ -465,20 +473,20 @@ def _stopped(manifest: Manifest) -> bool:
 def _look(cfg: RunConfig, bd: BatchDir, manifest: Manifest, progress: bool) -> tuple[Manifest, bool]:
     """One look of the stop rule at the trials so far (docs/method.md#planning): record every comparison's
     decision, then extend the schedule by one balanced block (grew: True) or record why the batch stops."""
-    p, record = cfg.params, manifest.stop_rule
-    if not isinstance(record, StopRule):
-        raise ValueError(f"{shown(bd.manifest)}: no stop_rule record, yet the stop rule looks")
+    p, record, stop = cfg.params, manifest.stop_rule, cfg.params.stop
+    if not isinstance(record, StopRule) or stop is None:
+        raise ValueError(f"{shown(bd.manifest)}: no stop rule or no stop_rule record, yet the stop rule looks")
     runs = max(s.run for s in manifest.schedule) + 1
-    decisions = _decisions(p, bd, manifest, runs)
+    decisions = _decisions(p, stop, bd, manifest, runs)
     if progress:
         for d in decisions:
             print(f"look at {runs} runs per arm, {d.arm} vs {d.baseline}: {d.reason}", flush=True)
-    cap = p["stop"]["max_runs_per_arm"]
+    cap = stop["max_runs_per_arm"]
     wanted = any(d.add_block for d in decisions)
     grow = wanted and runs < cap
     reason: str | msgspec.UnsetType = UNSET
     if grow:
-        slots = design.schedule(p["arms"], runs + 1, p["order"], manifest.salt, p["seed"], p["allow_blocked"])
+        slots = design.schedule(p.arms, runs + 1, p.order, manifest.salt, p.seed, p.allow_blocked)
         manifest = msgspec.structs.replace(
             manifest, schedule=slots, same_arm_predecessors=design.same_arm_predecessors(slots)
         )
@@ -492,7 +500,7 @@ def _look(cfg: RunConfig, bd: BatchDir, manifest: Manifest, progress: bool) -> t
     return manifest, grow
 
 
-def _decisions(p: dict[str, Any], bd: BatchDir, manifest: Manifest, runs: int) -> list[Decision]:
+def _decisions(p: RunParams, stop: Mapping[str, Any], bd: BatchDir, manifest: Manifest, runs: int) -> list[Decision]:
     """``kit.stats.should_continue`` for every arm against the baseline, as manifest records.
 
     The trials so far are their ``meta.json`` records: ``total_tokens`` there is the provider's count of the
@@ -500,13 +508,13 @@ def _decisions(p: dict[str, Any], bd: BatchDir, manifest: Manifest, runs: int) -
     needs no parse of the batch and writes no tables before the parse stage does."""
     from kit import stats
 
-    baseline = p["baseline"] or p["arms"][0]  # as analyze chooses it
+    baseline = p.baseline_arm  # as analyze chooses it
     matched = manifest.n_prompts > 1  # as analyze.matched_runs pairs runs
     trials = _trial_table(bd.root, ["batch", "arm", "run", "status", "total_tokens"])
     out = []
-    for arm in p["arms"]:
+    for arm in p.arms:
         if arm != baseline:
-            d = stats.should_continue(trials, arm, baseline, p["stop"], matched=matched)
+            d = stats.should_continue(trials, arm, baseline, stop, matched=matched)
             lower, upper = (v if math.isfinite(v) else None for v in (d.lower, d.upper))  # JSON has no NaN
             out.append(
                 Decision(scheduled_runs=runs, arm=arm, baseline=baseline, runs_per_arm=d.runs_per_arm,
@@ -537,44 +545,45 @@ def _open_manifest(cfg: RunConfig, bd: BatchDir) -> Manifest:
 def _new_manifest(cfg: RunConfig) -> Manifest:
     """A new batch's manifest: its salt, schedule and what it runs; with a stop rule, the first look's runs."""
     p = cfg.params
-    salt = p.get("salt") or design.new_salt()
-    runs = p["runs_per_arm"] if p["stop"] is None else max(p["runs_per_arm"], _first_look(p["stop"]))
-    slots = design.schedule(p["arms"], runs, p["order"], salt, p["seed"], p["allow_blocked"])
+    salt = p.salt or design.new_salt()
+    runs = p.runs_per_arm if p.stop is None else max(p.runs_per_arm, _first_look(p.stop))
+    slots = design.schedule(p.arms, runs, p.order, salt, p.seed, p.allow_blocked)
     return Manifest(
-        batch=p["batch"],
+        batch=cfg.batch,
         salt=salt,
         params=p,
-        simulated=p["endpoint"] == "embedded",
-        blocked=p["order"] == "blocked",
+        simulated=p.endpoint == "embedded",
+        blocked=p.order == "blocked",
         task=cfg.pack.describe(),
-        arms={a: cfg.arms[a].to_dict() for a in p["arms"]},
+        arms={a: ArmRecord.of(cfg.arms[a]) for a in p.arms},
         arm_settings=arm_settings(cfg),
         warnings=list(cfg.warnings),
-        isolation_parts=sorted(design.isolation_parts(p["isolation"])),
+        isolation_parts=sorted(design.isolation_parts(p.isolation)),
         schedule=slots,
         same_arm_predecessors=design.same_arm_predecessors(slots),
         started_at=_now(),
         # each look's decisions, and the runs per arm the batch has reached so far
-        stop_rule=UNSET if p["stop"] is None else StopRule(runs_per_arm=runs),
+        stop_rule=UNSET if p.stop is None else StopRule(runs_per_arm=runs),
         status="running",
     )
 
 
-def check_resume(params: dict[str, Any], manifest: Manifest, arms: Mapping[str, Arm]) -> None:
+def check_resume(params: RunParams, manifest: Manifest, arms: Mapping[str, Arm]) -> None:
     """Refuse to resume a batch with parameters that define it changed (``IDENTITY``, and each arm's own model,
     effort and binary): its trials would mix two designs. ``kit batch`` calls this before any kernel starts,
     the run stage again."""
     old = manifest.params
-    changed = [k for k in IDENTITY if old.get(k) != params[k]]
+    changed = [k for k in IDENTITY if getattr(old, k) != getattr(params, k)]
     if changed:
         name = changed[0]
-        problem = f"batch {params['batch']!r} exists with {name}={old.get(name)!r}"
+        problem = f"batch {params.batch!r} exists with {name}={getattr(old, name)!r}"
         raise ParamError(name, problem, "the batch's own value")
-    for name in params["arms"]:
-        recorded = manifest.arms.get(name) or {}
+    for name in params.arms:
+        arm = manifest.arms.get(name)
+        recorded = arm.settings() if arm else {}
         for key, value in arms[name].settings().items():
             if recorded.get(key) != value:
-                problem = f"batch {params['batch']!r} exists with arm {name!r} {key}={recorded.get(key)!r}"
+                problem = f"batch {params.batch!r} exists with arm {name!r} {key}={recorded.get(key)!r}"
                 raise ParamError(f"arm_defs.{name}.{key}", problem, "the batch's own value")
 
 
@@ -583,26 +592,26 @@ def arm_settings(cfg: RunConfig) -> dict[str, dict[str, str | None]]:
     distinct binary; the SDK package and its version on the SDK backends). The design table's rows."""
     p = cfg.params
     out = {}
-    for name in p["arms"]:
+    for name in p.arms:
         arm = cfg.arms[name]
-        backend = BACKENDS[p["backend"]]
+        backend = BACKENDS[p.backend]
         if backend.cli is not None:
             option = backend.cli.option
-            binary = resolve_binary(getattr(arm, option) or p["backend_options"].get(option), backend.cli.program)
+            binary = resolve_binary(getattr(arm, option) or p.backend_options.get(option), backend.cli.program)
             found = version(binary) if binary else "not found"
         else:  # the family's official SDK
             binary = backend.family
             found = importlib.metadata.version(binary)
-        effort = arm.effort or p["backend_options"].get("effort")
-        out[name] = {"model": arm.model or p["model"], "effort": effort, "binary": binary, "version": found}
+        effort = arm.effort or p.backend_options.get("effort")
+        out[name] = {"model": arm.model or p.model, "effort": effort, "binary": binary, "version": found}
     return out
 
 
 def _needs_run(bd: BatchDir, slot: Slot, retry_failed: bool) -> bool:
-    meta = bd.trial(slot.trial_id) / TRIAL_META
-    if not meta.exists():
+    trial = bd.trial_dir(slot.trial_id)
+    if not trial.meta.exists():
         return True
-    return retry_failed and bd.read_trial_meta(meta.parent).status != "ok"
+    return retry_failed and trial.read_meta().status != "ok"
 
 
 def _set_aside(bd: BatchDir, tdir: Path, why: str) -> None:
@@ -635,7 +644,7 @@ def _fixture_stamp(cfg: RunConfig) -> str:
     fixture's hash, or the user's files) and each arm's instruction file. A batch deleted and run again at the
     same folder finds the old batch's work root under the same path; if its copies came from another preset,
     seed or repository, they are not this batch's (a stale fixture reads as a different task)."""
-    arms = [(a, cfg.arms[a].placement, cfg.arms[a].instruction) for a in cfg.params["arms"]]
+    arms = [(a, cfg.arms[a].placement, cfg.arms[a].instruction) for a in cfg.params.arms]
     facts = orjson.dumps([cfg.pack.describe(), arms], option=orjson.OPT_SORT_KEYS, default=str)
     return hashlib.sha256(facts).hexdigest()
 
@@ -649,7 +658,7 @@ def _prepare_workdirs(cfg: RunConfig, bd: BatchDir) -> dict[str, Path]:
         shutil.rmtree(root)  # another batch's copies (and its CLI homes), left at this path
     root.mkdir(parents=True, exist_ok=True)
     marker.write_text(stamp)
-    for letter, arm_name in zip(string.ascii_lowercase, cfg.params["arms"], strict=False):
+    for letter, arm_name in zip(string.ascii_lowercase, cfg.params.arms, strict=False):
         wd = root / f"repo_{letter}"
         if not wd.exists():
             tmp = root / f".repo_{letter}.tmp"
@@ -672,12 +681,12 @@ def _provider(cfg: RunConfig, bd: BatchDir, salt: str) -> Iterator[tuple[str, Pa
     format to the same place, so parse, segments, the cache model and the warmth sweep read a real batch as
     they read a simulated one. The key travels from the environment to the agent and through the proxy only."""
     p = cfg.params
-    log_path = bd.raw / "_provider" / "requests.jsonl"
+    log_path = bd.request_log
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    if p["endpoint"] == "real":
+    if p.endpoint == "real":
         from kit.provider import proxy
 
-        with proxy(upstream=p["upstream_url"], log_path=log_path) as running:
+        with proxy(upstream=p.upstream_url, log_path=log_path) as running:
             yield running.base_url, log_path
         return
     from kit.provider import serve
@@ -701,7 +710,7 @@ class ProviderSettings:
 
 def provider_settings(cfg: RunConfig, salt: str) -> ProviderSettings:
     p = cfg.params
-    return ProviderSettings(p["profile"], cfg.pack.policy(), _policy_seed(p["seed"], salt), p["survival"])
+    return ProviderSettings(cfg.profile, cfg.pack.policy(), _policy_seed(p.seed, salt), p.survival)
 
 
 def _policy_seed(seed: int, salt: str) -> int:
@@ -711,9 +720,9 @@ def _policy_seed(seed: int, salt: str) -> int:
 
 
 def _api_key(cfg: RunConfig) -> str:
-    if cfg.params["endpoint"] == "embedded":
+    if cfg.params.endpoint == "embedded":
         return EMBEDDED_KEY
-    env = BACKENDS[cfg.params["backend"]].key_env
+    env = BACKENDS[cfg.params.backend].key_env
     key = os.environ.get(env)
     if not key:
         raise ParamError("endpoint", f"'real' needs {env} in the environment", ["embedded", "real (with the key set)"])
@@ -727,10 +736,11 @@ class _Interrupted(Exception):
 def _run_trial(
     cfg: RunConfig, bd: BatchDir, slot: Slot, workdir: Path, base_url: str, log_path: Path, stopping: threading.Event
 ) -> TrialMeta:
-    tdir = bd.trial(slot.trial_id)
+    trial = bd.trial_dir(slot.trial_id)
+    tdir = trial.root
     spec = _trial_spec(cfg, slot, workdir, tdir, trial_base_url(base_url, slot.trial_id))
     if tdir.exists():
-        failed = (tdir / TRIAL_META).exists()
+        failed = trial.meta.exists()
         if not failed:  # an interrupted attempt: what it left running must not write into it once set aside
             reap(tdir, homes_root(spec))
         _set_aside(bd, tdir, "failed" if failed else "incomplete")
@@ -740,17 +750,17 @@ def _run_trial(
     offset = log_path.stat().st_size if log_path.exists() else 0
     started, t0 = _now(), time.perf_counter()
     try:
-        outcome = runner(cfg.params["backend"])(cfg.params["backend"], spec)
+        outcome = runner(cfg.params.backend)(cfg.params.backend, spec)
     except Exception as exc:  # a failed trial is recorded, never dropped
         outcome = TrialOutcome(status="failed", reason=f"{type(exc).__name__}: {exc}")
-        write_text(tdir / "error.txt", traceback.format_exc())
+        write_text(trial.error, traceback.format_exc())
     if stopping.is_set() and outcome.status != "ok":
         raise _Interrupted(slot.trial_id)
     timing = {"started_at": started, "ended_at": _now(), "wall_s": round(time.perf_counter() - t0, 4)}
-    copied = _copy_log_lines(log_path, offset, slot.trial_id, tdir / "provider_log.jsonl")
-    write_text(tdir / "answer.md", "\n\n---\n\n".join(outcome.answers))
+    copied = _copy_log_lines(log_path, offset, slot.trial_id, trial.provider_log)
+    write_text(trial.answer, "\n\n---\n\n".join(outcome.answers))
     meta = _trial_meta(cfg, spec, outcome, copied, timing)
-    write_record(tdir / TRIAL_META, meta, mask=redact)  # written last: its presence marks the trial complete
+    write_record(trial.meta, meta, mask=redact)  # written last: its presence marks the trial complete
     return meta
 
 
@@ -759,11 +769,11 @@ def _trial_spec(cfg: RunConfig, slot: Slot, workdir: Path, tdir: Path, base_url:
     prompts, and the batch's model, limits and options, an arm's own settings first."""
     p = cfg.params
     arm = cfg.arms[slot.arm]
-    parts = set() if arm.control else design.isolation_parts(p["isolation"])
+    parts = set() if arm.control else design.isolation_parts(p.isolation)
     binaries = {key: getattr(arm, key) for key in ("codex_bin", "claude_bin") if getattr(arm, key)}
-    cache_key = design.prompt_cache_key(p["batch"], slot.nonce, slot.arm, slot.run)
+    cache_key = design.prompt_cache_key(cfg.batch, slot.nonce, slot.arm, slot.run)
     return TrialSpec(
-        batch=p["batch"],
+        batch=cfg.batch,
         trial_id=slot.trial_id,
         arm=arm,
         run=slot.run,
@@ -776,12 +786,12 @@ def _trial_spec(cfg: RunConfig, slot: Slot, workdir: Path, tdir: Path, base_url:
         out_dir=tdir,
         base_url=base_url,
         api_key=_api_key(cfg),
-        model=arm.model or p["model"],
-        max_cycles=p["max_cycles"],
-        timeout_s=p["timeout_s"],
-        effort=arm.effort or p["backend_options"].get("effort"),
-        retention=p["retention"],
-        options={**p["backend_options"], **binaries},  # an arm's own binary wins (cli_common.find_binary)
+        model=arm.model or p.model,
+        max_cycles=p.max_cycles,
+        timeout_s=p.timeout_s,
+        effort=arm.effort or p.backend_options.get("effort"),
+        retention=p.retention,
+        options={**p.backend_options, **binaries},  # an arm's own binary wins (cli_common.find_binary)
     )
 
 
@@ -792,7 +802,7 @@ def _trial_meta(
     p = cfg.params
     grade = _grade(cfg.pack, spec.run, outcome) if outcome.status == "ok" else None
     return TrialMeta(
-        batch=p["batch"],
+        batch=cfg.batch,
         trial_id=spec.trial_id,
         arm=spec.arm.name,
         run=spec.run,
@@ -803,12 +813,12 @@ def _trial_meta(
         # what the client really sent: Codex sends its own thread id, not the kit's key
         prompt_cache_key=outcome.versions.get("prompt_cache_key", spec.prompt_cache_key),
         cache_bust_tool=spec.cache_bust_tool,
-        backend=p["backend"],
-        endpoint=p["endpoint"],
+        backend=p.backend,
+        endpoint=p.endpoint,
         model=spec.model,
         effort=spec.effort,
-        retention=p["retention"],
-        simulated=p["endpoint"] == "embedded" or copied.upstream_simulated,
+        retention=p.retention,
+        simulated=p.endpoint == "embedded" or copied.upstream_simulated,
         workdir=str(spec.workdir),
         command=outcome.command,
         versions=outcome.versions,
@@ -821,7 +831,7 @@ def _trial_meta(
         cycles=outcome.cycles,
         grade=grade.score if grade else None,
         grade_detail=grade.detail if grade else "",
-        transcripts=[*outcome.transcripts, "provider_log.jsonl"],
+        transcripts=[*outcome.transcripts, PROVIDER_LOG],
         total_tokens=copied.total_tokens,
     )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kit.stages import run
+from kit import params as kit_params
 from tests.support import ROOT
 
 DEMO = ["-f", "params/demo.yaml"]
@@ -71,7 +71,7 @@ CASES = [
 def _batch_folder(out: Path) -> None:
     """``out/mybatch``: a batch as the run stage leaves it, enough for every stage's checks."""
     demo = yaml.safe_load((ROOT / "params/demo.yaml").read_text())
-    params = {k: demo[k] for k in run.IDENTITY} | {"batch": "mybatch"}
+    params = {p.name: demo.get(p.name) for p in kit_params.RUN} | {"batch": "mybatch"}  # a manifest records them all
     folder = out / "mybatch"
     folder.mkdir(parents=True)
     manifest = {"batch": "mybatch", "salt": "s", "params": params, "simulated": True}

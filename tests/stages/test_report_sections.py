@@ -18,6 +18,7 @@ from kit.records import Design, Manifest
 from kit.report import batch as report
 from kit.stages import analyze
 from tests.report_tables import DESIGN, report_headline, report_ratios, report_trials
+from tests.support import run_params
 
 CODEX = {"shared_first_prefix_tokens": 1256, "profile": "openai-implicit", "model": "gpt-5.4"}
 
@@ -105,9 +106,7 @@ def _with(**facts) -> Design:
 
 
 def _manifest(batch: str, warnings: list[str] | None = None) -> Manifest:
-    params = {"task": "batch-read", "arms": ["placebo", "batching"], "runs_per_arm": 5, "order": "balanced",
-              "isolation": "all", "backend": "codex", "endpoint": "real", "model": "gpt-5.4",
-              "profile": None}  # fmt: skip
+    params = run_params(order="balanced", backend="codex", endpoint="real", model="gpt-5.4")
     settings = {row["arm"]: {k: v for k, v in row.items() if k != "arm"} for row in SETTINGS}
     return Manifest(batch=batch, params=params, salt="s", simulated=False, arm_settings=settings,
                     warnings=warnings or [], started_at="2026-12-01T00:00:00+00:00", status="complete")  # fmt: skip
