@@ -1,6 +1,6 @@
 """Arm comparisons with honest intervals, run planning, and the method's rules enforced in code.
 
-Why this module refuses things (docs/method.md#stitch): a published "2.67x fewer uncached tokens"
+Why this package refuses things (docs/method.md#stitch): a published "2.67x fewer uncached tokens"
 headline was two arms from two different runs divided by each other (a cross-run stitch), under
 different cache warmth. So a ratio comes from batches that hold both arms; dividing arms that never
 shared a batch raises :class:`StitchError` unless the caller asks for it, and then the row says
@@ -8,19 +8,17 @@ shared a batch raises :class:`StitchError` unless the caller asks for it, and th
 hit rates (docs/method.md#totals), and a claim that depends on the cache needs >= 3 batches plus a
 non-isolated control (:func:`warmth_invariance`, docs/method.md#replication).
 
-Intervals (docs/method.md#intervals): the default for one batch is ``skew-t``, a jackknife t-interval of
-the log ratio of means (Welch degrees of freedom) moved by a shrunk skewness correction. The known-truth
-study (``bench/known_truth.md``: lognormal, bimodal, heavy-tailed and batch-read-shaped runs, 5 to 20 runs
-per arm, true ratios 1, 1.3 and 3) chose it: the only candidate whose coverage stayed within 93-97% in
-every cell with >= 5 runs per arm; the old default (studentized bootstrap paired by run index) was 1.7x
-wider at 5 runs of CV 0.5 and fell to 91% on heavy tails. Runs pair only when the design matched them
-(``matched=True``: the same question in the same run of every arm, a pack's prompt bank); a run index
-alone pairs nothing. Below ``MIN_RUNS`` runs per arm there is no interval; a bound beyond what any
-resample of the runs can produce is flagged (and capped, unpaired). Across batches, a two-level bootstrap
-resamples batches, then runs. Resampling intervals are seeded; degenerate data give the estimate with
-NaN bounds and a note. Five runs cannot show a long path an arm did not take, and no interval can cover
-what they do not show: a ratio whose interval rests on one arm's runs names that arm
-(``interval_rests_on``) and says what such intervals covered in the study; so does a per-arm interval
+Intervals (docs/method.md#intervals): the default for one batch is ``skew-t``, a jackknife t-interval of the
+log ratio of means (Welch degrees of freedom) moved by a shrunk skewness correction. The known-truth study
+(``bench/known_truth.md``) chose it: the only candidate in band in every cell with >= 5 runs per arm, and
+narrower than the studentized bootstrap it replaced (the coverages and widths: docs/method.md#intervals).
+Runs pair only when the design matched them (``matched=True``: the same question in the same run of every
+arm, a pack's prompt bank); a run index alone pairs nothing. Below ``MIN_RUNS`` runs per arm there is no
+interval; a bound beyond what any resample of the runs can produce is flagged (and capped, unpaired). Across
+batches, a two-level bootstrap resamples batches, then runs. Resampling intervals are seeded; degenerate
+data give the estimate with NaN bounds and a note. Five runs cannot show a long path an arm did not take,
+and no interval can cover what they do not show: a ratio whose interval rests on one arm's runs names that
+arm (``interval_rests_on``) and says what such intervals covered in the study; so does a per-arm interval
 from few runs.
 
 Planning (docs/method.md#planning): :func:`plan` turns a coefficient of variation (stated, or measured
