@@ -1,28 +1,27 @@
-"""The history's figures and report (``kit.stages.history``): a user's own sessions, not a simulation.
+"""The history's written folder: its tables, figures and report (a user's own sessions, not a simulation).
 
-The report reuses the batch report's table and HTML helpers (``kit.report.batch``) and the figures' writer
-(``kit.charts.save``), so a history folder reads like a batch folder: ``report.md``/``report.html``,
-``figures/*.png|svg``, ``analysis/*.csv``, ``tables/``. Every section cites the method it applies.
+``write`` lays the folder out as a batch's, and the report reuses the batch report's table and HTML helpers
+(``kit.report.batch``) and the figures' writer (``kit.charts.save``), so a history folder reads like a batch
+folder: ``report.md``/``report.html``, ``figures/*.png|svg``, ``analysis/*.csv``, ``tables/``. Every section
+cites the method it applies.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from kit import charts
+from kit import charts, schema
 from kit.experiment.layout import BatchDir
-from kit.files import write_text
-from kit.report.batch import _html, interval, md_table
-from kit.stages import history
+from kit.files import write_table, write_text
+from kit.history import result as records
+from kit.history.result import Result
+from kit.report.batch import html_page, interval, md_table
 from kit.transcripts.twins import Twin
-
-if TYPE_CHECKING:
-    from kit.stages.history import Result
 
 METHOD = "docs/method.md"
 TWINS_LISTED = 10  # files holding another's run named in the report; all of them are in analysis/twins.csv
@@ -36,7 +35,7 @@ TOKEN_PARTS = {
     "uncached_fresh": "uncached, not written",
     "output_tokens": "output",
 }
-VIEW_COLUMNS = [c for c in history.VIEW_COLUMNS if c != "cache_write_tokens"]  # the report shows the 5m/1h parts
+VIEW_COLUMNS = [c for c in records.VIEW_COLUMNS if c != "cache_write_tokens"]  # the report shows the 5m/1h parts
 TOP = 15  # rows of a view shown in the report (the CSV holds them all)
 
 
@@ -170,7 +169,7 @@ def _intro(result: Result) -> list[str]:
         f"{len(h.repeats):,} responses repeated in another file counted once ({METHOD}#transcripts); "
         f"{len(h.issues):,} parse issues (`tables/parse_issues.csv`).",
         "",
-        *_twin_lines(h.twins),
+        *twin_lines(h.twins),
         "## Totals",
         "",
         "The same sums as the parse stage (`python -m kit parse`) on these files "
@@ -181,8 +180,9 @@ def _intro(result: Result) -> list[str]:
     ]
 
 
-def _twin_lines(found: list[Twin]) -> list[str]:
-    """A warning per file that holds the same run as another (``kit.transcripts.twins``): both are counted."""
+def twin_lines(found: list[Twin]) -> list[str]:
+    """A warning per file that holds the same run as another (``kit.transcripts.twins``): both are counted, so
+    the report names them before any total."""
     if not found:
         return []
     lines = [
@@ -332,5 +332,34 @@ def report(result: Result, folder: Path, written: dict[str, Path]) -> dict[str, 
     text = markdown(result, written, folder)
     return {
         "report_md": write_text(BatchDir(folder).report_md, text),
-        "report_html": write_text(BatchDir(folder).report_html, _html(text, "Your own history")),
+        "report_html": write_text(BatchDir(folder).report_html, html_page(text, "Your own history")),
     }
+
+
+def write(result: Result, folder: str | Path) -> dict[str, Path]:
+    """Tables under ``tables/``, views and analyses as CSV under ``analysis/``, figures, report.md and .html."""
+    folder = Path(folder)
+    bd = BatchDir(folder)  # the history folder is laid out as a batch's: tables/, analysis/, figures/, report
+    req = result.history.requests
+    written = {
+        "requests": write_table(bd.table("requests"), req),
+        "tool_results": write_table(bd.table("tool_results"), result.history.tool_results),
+        "issues": write_table(
+            bd.tables / "parse_issues.csv", pd.DataFrame(result.history.issues, columns=schema.ISSUE_COLUMNS)
+        ),
+    }
+    named = {f"usage_by_{by}": view for by, view in result.views.items()}
+    named |= {
+        "sessions": result.sessions,
+        "occupancy_sessions": result.occupancy,
+        "structural_sessions": result.structural,
+    }
+    named |= {"warmth": result.warmth, "unpriced_models": result.history.unpriced}
+    named["twins"] = pd.DataFrame([asdict(t) for t in result.history.twins], columns=[f.name for f in fields(Twin)])
+    if result.comparison is not None:
+        named |= {"compare": result.comparison.table, "compare_ratios": result.comparison.ratios}
+    for name, frame in named.items():
+        written[name] = write_table(bd.analysis_csv(name), frame)
+    written |= figures(result, bd.figures)
+    written |= report(result, folder, written)
+    return written

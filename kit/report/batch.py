@@ -663,7 +663,7 @@ def write_report(
     markdown = "\n".join(lines).rstrip() + "\n"
     md_path = BatchDir(batch_dir).report_md
     write_text(md_path, markdown)
-    write_text(BatchDir(batch_dir).report_html, _html(markdown, f"Token-cost report: {batch_text}"))
+    write_text(BatchDir(batch_dir).report_html, html_page(markdown, f"Token-cost report: {batch_text}"))
     return md_path
 
 
@@ -681,8 +681,9 @@ def _classed_cell(match: re.Match) -> str:
     return f'<td class="{kind}">{text}</td>' if kind else match.group(0)
 
 
-def _html(markdown: str, title: str) -> str:
-    """Markdown -> a standalone HTML page (raw HTML in arm names is escaped, not rendered)."""
+def html_page(markdown: str, title: str) -> str:
+    """Markdown -> a standalone HTML page (raw HTML in arm names is escaped, not rendered): the batch report's
+    and the history's (``kit.history.report``)."""
     body = _RENDER(markdown)
     assert isinstance(body, str)  # _RENDER renders HTML (mistune gives a list of tokens only without a renderer)
     body = body.replace("<p>SIMULATION:", '<p class="banner">SIMULATION:', 1)

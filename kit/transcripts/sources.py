@@ -229,7 +229,7 @@ def renumbered(found: pd.DataFrame, numbering: Numbering) -> pd.DataFrame:
     return found.assign(cycle=pd.array(cycles, dtype="Int64"))
 
 
-def trial_event(event: dict, ident: dict, numbering: Numbering) -> dict:
+def trial_event(event: Row, ident: Row, numbering: Numbering) -> Row:
     """A transcript event (compaction, system event, API error …) kept for the occupancy analysis, at the
     trial's cycle of the request after it (a row of ``EVENT_COLUMNS``); the parse stage and the history both
     keep them."""

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 
 from kit import transcripts
-from kit.history import report as history_report
 from kit.cli import occupancy as occupancy_cli
+from kit.history import report as history_report
 from kit.stages import history
 from kit.transcripts import cache, twins
 from kit.transcripts.collect import TOTALS
@@ -123,7 +123,7 @@ def test_one_run_captured_twice_is_named_in_the_report(result: history.Result) -
 
 def test_a_long_list_of_twins_is_cut_in_the_report_and_kept_whole_in_its_table() -> None:
     many = [twins.Twin(f"b{i}", "claude_session", f"a{i}", "claude_session", 2) for i in range(12)]
-    lines = history_report._twin_lines(many)
+    lines = history_report.twin_lines(many)
     assert sum(line.startswith("- `b") for line in lines) == history_report.TWINS_LISTED == 10
     assert "- … 2 more in `analysis/twins.csv`" in lines and "**12 file(s)" in lines[0]
 
