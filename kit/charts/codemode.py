@@ -18,10 +18,10 @@ from kit.charts.style import (
     figure,
     figure_arms,
     finish,
-    ok_trials,
     require_columns,
 )
 from kit.records import Design
+from kit.stats import finished
 
 CODE_MODE_COLUMNS = ("exec_cells", "exec_tool_calls", "exec_multi_call_cells", "exec_promise_all_cells")
 
@@ -35,7 +35,7 @@ def code_mode_cells(trials: pd.DataFrame, design: Design) -> Figure:
     cells); a trial without a cell, or whose cells' code was not recorded, has none and is not drawn there.
     """
     require_columns(trials, ["arm", *CODE_MODE_COLUMNS], "trials")
-    ok = ok_trials(trials).assign(arm=lambda t: t["arm"].astype(str))
+    ok = finished(trials).assign(arm=lambda t: t["arm"].astype(str))
     counts = {c: pd.to_numeric(ok[c], errors="coerce").astype(float) for c in CODE_MODE_COLUMNS}
     cells = counts["exec_cells"]
     per_cell = (counts["exec_tool_calls"] / cells).where(cells > 0)

@@ -21,11 +21,11 @@ from kit.charts.style import (
     figure,
     figure_arms,
     finish,
-    ok_trials,
     require_columns,
     thousands,
 )
 from kit.records import Design
+from kit.stats import finished
 
 _BATCH_MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 
@@ -37,7 +37,7 @@ def arm_distributions(trials: pd.DataFrame, design: Design) -> Figure:
     arm's points, which a box alone would hide. Each point is labelled with its schedule position.
     """
     require_columns(trials, ["arm", "total_tokens", "uncached_input_tokens"], "trials")
-    ok = ok_trials(trials)
+    ok = finished(trials)
     order_col = "order_index" if "order_index" in ok.columns else "run"
     batches = sorted(ok["batch"].astype(str).unique()) if "batch" in ok.columns else []
     orders = pd.to_numeric(ok[order_col], errors="coerce").astype(float)

@@ -23,11 +23,11 @@ from kit.charts.style import (
     figure,
     figure_arms,
     finish,
-    ok_trials,
     require_columns,
     thousands,
 )
 from kit.records import Design
+from kit.stats import finished
 
 
 def _arm_intervals(trials: pd.DataFrame, metrics: Iterable[str], arms: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -48,7 +48,7 @@ def _arm_intervals(trials: pd.DataFrame, metrics: Iterable[str], arms: pd.DataFr
 
 def grade_summary(trials: pd.DataFrame, arms: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per-arm grade: graded n, ungraded n, mean and its 95% interval from arms.csv (ok trials only)."""
-    ok = ok_trials(trials)
+    ok = finished(trials)
     intervals = _arm_intervals(trials, ["grade"], arms).set_index("arm")
     rows = []
     for arm, group in ok.groupby(ok["arm"].astype(str), sort=True):
@@ -81,7 +81,7 @@ def quality_parity(ratios_or_trials: pd.DataFrame, design: Design, arms: pd.Data
         _parity_of_ratios(left, right, data, design)
         return finish(fig, "Quality parity: grade next to total tokens", design, n=ratios_n(data))
     require_columns(data, ["arm", "total_tokens"], "trials")
-    ok = ok_trials(data)
+    ok = finished(data)
     names = sorted(ok["arm"].astype(str).unique())
     colors = arm_colors(figure_arms(design, data["arm"]))
     summary = grade_summary(data, arms).set_index("arm")

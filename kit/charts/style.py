@@ -163,13 +163,6 @@ def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None
         raise InputError(f"{what}: missing columns {missing} (docs/tables.md); got {list(df.columns)}")
 
 
-def ok_trials(trials: pd.DataFrame) -> pd.DataFrame:
-    """The trials that finished (``status`` ok or not recorded): a failed trial's usage is not an arm's cost."""
-    if "status" not in trials.columns:
-        return trials
-    return trials[trials["status"].astype("string").fillna("ok") == "ok"]
-
-
 def data_n(df: pd.DataFrame) -> dict[str, int]:
     """Rows per arm of what a figure draws: its n, which wins over the design's runs per arm."""
     return {str(arm): len(g) for arm, g in df.groupby("arm", sort=True)}
