@@ -24,6 +24,7 @@ from kit.params import RunParams
 __all__ = [
     "ARM",
     "Analysis",
+    "AnalysisFiles",
     "ArmRecord",
     "Decision",
     "Design",
@@ -292,6 +293,24 @@ class Analysis(msgspec.Struct, frozen=True, kw_only=True, eq=False):
         """The table written as ``analysis/<name>.csv``."""
         table: pd.DataFrame = getattr(self, name)
         return table
+
+
+class AnalysisFiles(msgspec.Struct, frozen=True, kw_only=True, eq=False):
+    """What the analyze stage wrote, read back (``BatchDir.read_analysis``): what the plot stage draws and reports
+    from, with the parse stage's requests. A table analyze writes only for some batches is empty when absent."""
+
+    design: Annotated[Design, _d("analysis/design.json's design facts")]
+    warnings: Annotated[list[str], _d("analysis/design.json's warnings")]
+    trials: Annotated[pd.DataFrame, _d("analysis/trials.csv")]
+    ratios: Annotated[pd.DataFrame, _d("analysis/ratios.csv, its columns' types as written")]
+    headline: Annotated[pd.DataFrame, _d("analysis/headline.csv")]
+    warmth: Annotated[pd.DataFrame, _d("analysis/warmth.csv")]
+    observed: Annotated[pd.DataFrame, _d("analysis/observed.csv")]
+    arms: Annotated[pd.DataFrame, _d("analysis/arms.csv, or empty")]
+    savings: Annotated[pd.DataFrame, _d("analysis/savings.csv, or empty")]
+    occupancy: Annotated[pd.DataFrame, _d("analysis/occupancy.csv, or empty")]
+    occupancy_comparison: Annotated[pd.DataFrame, _d("analysis/occupancy_comparison.csv, or empty")]
+    requests: Annotated[pd.DataFrame, _d("tables/requests.parquet: the cycle-growth figure's rows")]
 
 
 class Published(msgspec.Struct, frozen=True, kw_only=True):

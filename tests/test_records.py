@@ -26,6 +26,8 @@ RECORDS = [
     records.Decision,
     records.TrialMeta,
     records.Analysis,
+    records.AnalysisFiles,
+    records.ArmRecord,
     records.Published,
     analyze.Inputs,
 ]
@@ -53,6 +55,18 @@ def test_an_examples_files_load_and_encode_as_written(example):
         meta = bd.read_trial_meta(trial_dir)
         assert meta.trial_id == trial_dir.name
         assert msgspec.to_builtins(meta) == orjson.loads((trial_dir / "meta.json").read_bytes())
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_an_examples_analysis_reads_back_as_the_plot_stage_draws_it(example):
+    bd = BatchDir(example)
+    files = bd.read_analysis()
+    assert (files.design, files.warnings) == bd.read_design()
+    assert set(files.ratios["arm"]) | {files.design.baseline} == set(files.design.arms)
+    assert len(files.trials) == len(bd.trial_dirs()) and not files.requests.empty
+    assert set(files.arms["arm"]) == set(files.design.arms)  # a table the batch has is read, not left empty
+    trial = bd.trial_dir(files.trials["trial_id"].iloc[0])
+    assert trial.is_complete() and trial.provider_log in trial.transcripts(trial.read_meta())
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)

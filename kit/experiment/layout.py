@@ -16,12 +16,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+import pandas as pd
 
 from kit.errors import InputError
 from kit.experiment.design import ParamError
-from kit.files import write_json
+from kit.files import read_csv_as_written, write_json
 from kit.names import child
-from kit.records import Design, Manifest, TrialMeta, decode_design, decode_manifest, decode_trial_meta
+from kit.records import (
+    AnalysisFiles,
+    Design,
+    Manifest,
+    TrialMeta,
+    decode_design,
+    decode_manifest,
+    decode_trial_meta,
+)
 
 ROOT = Path(__file__).resolve().parents[2]  # kit/experiment/layout.py -> the repository root
 STAGES = ("run", "parse", "analyze", "plot")  # a batch folder holds each stage's executed <stage>.ipynb
@@ -149,6 +158,30 @@ class BatchDir:
     def read_design(self) -> tuple[Design, list[str]]:
         """The analyze stage's design and warnings (``analysis/design.json``): the one place it is decoded."""
         return _decoded(self.design, decode_design)
+
+    def read_analysis(self) -> AnalysisFiles:
+        """The analyze stage's files as the plot stage reads them: the one place they are read back."""
+        if not self.design.exists():
+            raise FileNotFoundError(f"{self.design}: missing; run the analyze stage on {self.root} first")
+        design, warnings = self.read_design()
+
+        def optional(name: str) -> pd.DataFrame:
+            return pd.read_csv(self.analysis_csv(name)) if self.analysis_csv(name).exists() else pd.DataFrame()
+
+        return AnalysisFiles(
+            design=design,
+            warnings=warnings,
+            trials=pd.read_csv(self.analysis_csv("trials")),
+            ratios=read_csv_as_written(self.analysis_csv("ratios")),
+            headline=pd.read_csv(self.analysis_csv("headline")),
+            warmth=pd.read_csv(self.analysis_csv("warmth")),
+            observed=pd.read_csv(self.analysis_csv("observed")),
+            arms=optional("arms"),
+            savings=optional("savings"),
+            occupancy=optional("occupancy"),
+            occupancy_comparison=optional("occupancy_comparison"),
+            requests=pd.read_parquet(self.table("requests")),
+        )
 
     def read_trial_meta(self, trial_dir: Path) -> TrialMeta:
         """A completed trial's ``meta.json`` (``trial_dir`` from :meth:`trial_dirs`) as a record."""

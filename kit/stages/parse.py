@@ -58,11 +58,10 @@ RESPONSE_SUMS = [*OUTPUT, *CODE_MODE]  # per-response counts the trials table su
 QUOTA_COLUMNS = [f"{c}_{end}" for c in QUOTA for end in ("first", "last")]  # quota at the trial's first/last response
 
 
-def _trial_meta(bd: BatchDir) -> pd.DataFrame:
-    """One row per completed trial (failed ones included) from ``raw/<trial_id>/meta.json``."""
+def _trial_meta(trials: list[sources.Trial]) -> pd.DataFrame:
+    """One row per completed trial (failed ones included) from its ``raw/<trial_id>/meta.json``."""
     rows = []
-    for tdir in bd.trial_dirs():
-        meta = bd.read_trial_meta(tdir)
+    for meta in (t.meta for t in trials):
         row = {c: getattr(meta, c) for c in META_COLUMNS}
         row["isolation"] = ",".join(meta.isolation) or "none"
         rows.append(row)
@@ -78,14 +77,16 @@ def parse_batch(batch_dir: Path, strict: bool = False) -> dict[str, pd.DataFrame
 
 
 def _parse_batch(bd: BatchDir, strict: bool) -> dict[str, pd.DataFrame]:
-    meta_df = _trial_meta(bd)
+    trials = [sources.trial(tdir) for tdir in bd.trial_dirs()]  # each meta.json decoded once, here
+    meta_df = _trial_meta(trials)
     requests, tools, issues, segments, events = [], [], [], [], []
-    for tdir in bd.trial_dirs():
-        trial = sources.trial(tdir)
+    for trial in trials:
         ident = trial.ident
         issues += trial.issues
         if not trial.primary:
-            issues.append({"source_path": str(tdir), "source_line": 0, "reason": "no transcript in trial folder"})
+            issues.append(
+                {"source_path": str(trial.folder), "source_line": 0, "reason": "no transcript in trial folder"}
+            )
             continue
         log = trial.log
         rows, found, logged = _read_trial(trial, strict)
@@ -96,7 +97,7 @@ def _parse_batch(bd: BatchDir, strict: bool) -> dict[str, pd.DataFrame]:
             checks = sources.crosscheck(rows, *logged)
         issues += rows.attrs.get("issues", []) + _disagreements(rows) + checks + sources.check_others(trial, rows)
         events += [sources.trial_event(e, ident, numbering) for e in rows.attrs.get("events", [])]
-        requests.append(rows.assign(**ident, backend=trial.meta["backend"]))
+        requests.append(rows.assign(**ident, backend=trial.meta.backend))
         tools.append(found.assign(**ident))
         if log is not None:
             segments += _segments(log, ident)

@@ -8,15 +8,13 @@ repository shows ``outputs/<batch>/report.md`` rather than one machine's absolut
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from kit import charts
 from kit.experiment.layout import BatchDir, batch_path, shown
 from kit.experiment.lock import batch_lock
-from kit.files import read_csv_as_written
-from kit.records import Design, Published
+from kit.records import AnalysisFiles, Design, Published
 from kit.report import batch as report
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
@@ -52,30 +50,6 @@ OCCUPANCY_TASKS = frozenset({"occupancy"})
 CODE_MODE_FIGURES = ("code_mode_cells",)  # after FIGURES, for batches whose trials ran Codex Code Mode cells
 
 
-def _read(bd: BatchDir) -> dict[str, Any]:
-    if not bd.design.exists():
-        raise FileNotFoundError(f"{bd.design}: missing; run the analyze stage on {bd.root} first")
-    design, warnings = bd.read_design()
-
-    def optional(name: str) -> pd.DataFrame:
-        return pd.read_csv(bd.analysis_csv(name)) if bd.analysis_csv(name).exists() else pd.DataFrame()
-
-    return {
-        "design": design,
-        "warnings": warnings,
-        "trials": pd.read_csv(bd.analysis_csv("trials")),
-        "ratios": read_csv_as_written(bd.analysis_csv("ratios")),
-        "headline": pd.read_csv(bd.analysis_csv("headline")),
-        "warmth": pd.read_csv(bd.analysis_csv("warmth")),
-        "observed": pd.read_csv(bd.analysis_csv("observed")),
-        "arms": optional("arms"),
-        "savings": optional("savings"),
-        "occupancy": optional("occupancy"),
-        "occupancy_comparison": optional("occupancy_comparison"),
-        "requests": pd.read_parquet(bd.table("requests")),
-    }
-
-
 def occupancy_is_the_question(design: Design, occupancy: pd.DataFrame) -> bool:
     """Whether the batch asks about residual context occupancy, so the occupancy figure belongs in its report.
 
@@ -100,13 +74,13 @@ def code_mode_ran(trials: pd.DataFrame) -> bool:
     return bool(pd.to_numeric(trials["exec_cells"], errors="coerce").fillna(0).gt(0).any())
 
 
-def _chosen(data: dict[str, Any]) -> tuple[str, ...]:
-    return figures_for(data["design"], data["occupancy"]) + (CODE_MODE_FIGURES if code_mode_ran(data["trials"]) else ())
+def _chosen(data: AnalysisFiles) -> tuple[str, ...]:
+    return figures_for(data.design, data.occupancy) + (CODE_MODE_FIGURES if code_mode_ran(data.trials) else ())
 
 
 def batch_figures(batch_dir: Path) -> tuple[str, ...]:
     """The figures the plot stage draws for an analysed batch folder: what its report must show, no more."""
-    return _chosen(_read(BatchDir(batch_dir)))
+    return _chosen(BatchDir(batch_dir).read_analysis())
 
 
 def figures_for(design: Design, occupancy: pd.DataFrame) -> tuple[str, ...]:
@@ -131,17 +105,17 @@ def publish(batch_dir: Path) -> Published:
 
 def _publish(batch_dir: Path) -> Published:
     bd = BatchDir(batch_dir.resolve())
-    d = _read(bd)
-    design: Design = d["design"]
+    d = bd.read_analysis()
+    design = d.design
     draw = {
-        "warmth_vs_ratio": lambda: charts.warmth_vs_ratio(d["warmth"], d["observed"], design),
-        "ratio_forest": lambda: charts.ratio_forest(d["ratios"], design),
-        "arm_distributions": lambda: charts.arm_distributions(d["trials"], design),
-        "cycle_growth": lambda: charts.cycle_growth(d["requests"], design),
-        "occupancy_bars": lambda: charts.occupancy_bars(d["occupancy"], design),
-        "occupancy_comparison": lambda: charts.occupancy_comparison(d["occupancy_comparison"], design),
-        "quality_parity": lambda: charts.quality_parity(d["trials"], design, d["arms"]),
-        "code_mode_cells": lambda: charts.code_mode_cells(d["trials"], design),
+        "warmth_vs_ratio": lambda: charts.warmth_vs_ratio(d.warmth, d.observed, design),
+        "ratio_forest": lambda: charts.ratio_forest(d.ratios, design),
+        "arm_distributions": lambda: charts.arm_distributions(d.trials, design),
+        "cycle_growth": lambda: charts.cycle_growth(d.requests, design),
+        "occupancy_bars": lambda: charts.occupancy_bars(d.occupancy, design),
+        "occupancy_comparison": lambda: charts.occupancy_comparison(d.occupancy_comparison, design),
+        "quality_parity": lambda: charts.quality_parity(d.trials, design, d.arms),
+        "code_mode_cells": lambda: charts.code_mode_cells(d.trials, design),
     }
     chosen = _chosen(d)
     saved = {}
@@ -154,18 +128,18 @@ def _publish(batch_dir: Path) -> Published:
     path = report.write_report(
         bd.root,
         design=design,
-        headline=d["headline"],
-        ratios=d["ratios"],
-        trials=d["trials"],
+        headline=d.headline,
+        ratios=d.ratios,
+        trials=d.trials,
         figures=saved,
-        warnings=d["warnings"],
-        arms=d["arms"],
-        savings=d["savings"],
+        warnings=d.warnings,
+        arms=d.arms,
+        savings=d.savings,
     )
     return Published(
         report=batch_dir / path.name,
         figures={name: BatchDir(batch_dir).figures / png.name for name, png in saved.items()},
-        headline=report.headline_text(d["headline"], d["ratios"], design),
+        headline=report.headline_text(d.headline, d.ratios, design),
     )
 
 
@@ -193,5 +167,5 @@ def show(published: Published) -> None:
 def headline_for(batch_dir: Path) -> str:
     """The headline text and table of an analysed batch (what ``python -m kit batch`` prints)."""
     bd = BatchDir(Path(batch_dir))
-    d = _read(bd)
-    return report.headline_text(d["headline"], d["ratios"], d["design"]) + "\n\n" + d["headline"].to_string(index=False)
+    d = bd.read_analysis()
+    return report.headline_text(d.headline, d.ratios, d.design) + "\n\n" + d.headline.to_string(index=False)

@@ -50,7 +50,7 @@ def trial_rows(trial: sources.Trial, format: str = "auto", strict: bool = False)
     from meta.json) and every issue: the transcripts', their own cross-checks, and each other file's
     disagreement with them (the provider log request by request, other formats in sums)."""
     rows, _ = sources.number(read(trial.primary, format=format, strict=strict))
-    rows = rows.assign(**trial.ident, backend=trial.meta.get("backend"))
+    rows = rows.assign(**trial.ident, backend=trial.meta.backend)
     issues = [*rows.attrs["issues"], *sources.disagreements(rows)]
     if trial.log is not None and trial.log not in trial.primary:
         logged = read([trial.log])
@@ -109,8 +109,7 @@ def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tu
         for folder in folders:
             trial = sources.trial(folder)
             issues += trial.issues
-            if isinstance(trial.meta.get("trial_id"), str) and isinstance(trial.meta.get("started_at"), str):
-                started[trial.meta["trial_id"]] = trial.meta["started_at"]
+            started[trial.meta.trial_id] = trial.meta.started_at
             if not trial.primary:
                 issues.append({"source_path": str(folder), "source_line": 0, "reason": "no transcript in trial folder"})
                 continue

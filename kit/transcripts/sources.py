@@ -26,14 +26,13 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from kit.experiment.layout import BATCH_LOG, TrialDir
 from kit.jsontypes import Row
+from kit.records import TrialMeta
 from kit.transcripts import read
 from kit.transcripts._base import Issues, TranscriptError, as_dict, json_lines
 from kit.transcripts._detect import detect
 
-META = "meta.json"
-PROVIDER_LOG = "provider_log.jsonl"
-BATCH_LOG = Path("raw") / "_provider" / "requests.jsonl"
 CHECKED = ["input_tokens", "cache_read_tokens", "output_tokens"]
 
 
@@ -43,7 +42,7 @@ class Trial:
     ``issues`` lists the listed files whose format could not be told (empty, cut off, unknown)."""
 
     folder: Path
-    meta: dict
+    meta: TrialMeta
     primary: list[Path]
     log: Path | None
     others: list[Path]
@@ -52,12 +51,12 @@ class Trial:
     @property
     def ident(self) -> Row:
         """The identity columns meta.json gives every row of the trial."""
-        return {k: self.meta.get(k) for k in ("batch", "arm", "run", "trial_id")}
+        return {"batch": self.meta.batch, "arm": self.meta.arm, "run": self.meta.run, "trial_id": self.meta.trial_id}
 
 
 def is_trial(folder: Path) -> bool:
     """A finished trial's folder: the run stage writes meta.json last."""
-    return (folder / META).is_file()
+    return TrialDir(folder).is_complete()
 
 
 def trial(folder: Path) -> Trial:
@@ -70,11 +69,12 @@ def trial(folder: Path) -> Trial:
     not the end of the batch's parse. Without a transcript of its own, the provider log is the primary
     source.
     """
-    meta = orjson.loads((folder / META).read_bytes())
-    names = [n for n in meta.get("transcripts", []) if (folder / n).is_file()]
-    log = folder / PROVIDER_LOG if PROVIDER_LOG in names else None
+    files = TrialDir(folder)
+    meta = files.read_meta()  # the one decoding of the trial's meta.json: the parse stage reads it from here
+    listed = files.transcripts(meta)
+    log = files.provider_log if files.provider_log in listed else None
     formats, issues = {}, []
-    for path in (folder / n for n in names if n != PROVIDER_LOG):
+    for path in (p for p in listed if p != files.provider_log):
         try:
             formats[path] = detect(path)
         except TranscriptError as exc:

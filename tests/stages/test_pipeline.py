@@ -6,13 +6,14 @@ import re
 import shutil
 import struct
 
+import msgspec
 import nbformat
 import pandas as pd
 import papermill
 import pytest
 
 from kit.cli import pipeline
-from tests.support import ROOT
+from tests.support import ROOT, run_params
 
 FAKE_OPENAI = "sk-proj-PLANTEDfakeOpenAIkey0123456789abcdef"
 FAKE_ANTHROPIC = "sk-ant-api03-PLANTEDfakeAnthropicKey0123456789"
@@ -143,7 +144,7 @@ def test_written_files_follow_the_umask_like_a_plain_open(batch):
 def test_a_failed_stage_keeps_the_earlier_notebook_and_saves_the_failed_one(tmp_path, capfd):
     folder = tmp_path / "b"
     folder.mkdir()
-    manifest = {"batch": "b", "salt": "s", "params": {"arms": ["placebo", "batching"]}, "simulated": True,
+    manifest = {"batch": "b", "salt": "s", "params": msgspec.to_builtins(run_params(batch="b")), "simulated": True,
                 "started_at": "2026-12-01T00:00:00+00:00", "status": "complete"}  # fmt: skip
     (folder / "manifest.json").write_text(json.dumps(manifest))
     (folder / "plot.ipynb").write_text("an earlier, good executed notebook\n")

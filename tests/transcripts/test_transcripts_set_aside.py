@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 
 from kit.transcripts import collect
+from tests.support import trial_meta
 
 USAGE = {"input_tokens": 1234, "cache_read_tokens": 1024, "cache_write_tokens": 0, "output_tokens": 56}
 START = "2026-11-29T13:00:10.000000+00:00"  # the last attempt's start (its meta.json)
@@ -25,8 +26,8 @@ def batch(root: Path, set_aside: bool) -> Path:
     raw = root / "b" / "raw"
     trial = raw / "t1"
     trial.mkdir(parents=True)
-    meta = {"batch": "b", "arm": "a", "run": 0, "trial_id": "t1", "started_at": START}
-    (trial / "meta.json").write_bytes(orjson.dumps(meta | {"transcripts": ["provider_log.jsonl"]}))
+    meta = trial_meta(batch="b", arm="a", run=0, trial_id="t1", started_at=START, transcripts=["provider_log.jsonl"])
+    (trial / "meta.json").write_bytes(orjson.dumps(meta))
     last = [line("2026-11-29T13:00:11+00:00", USAGE), line("2026-11-29T13:00:12+00:00", USAGE)]
     (trial / "provider_log.jsonl").write_bytes(b"".join(last))
     (raw / "_provider").mkdir()
