@@ -29,19 +29,11 @@ import pandas as pd
 
 from kit import schema
 from kit.errors import InputError
-from kit.transcripts import claude_session, claude_stream, codex_exec, codex_rollout, provider_log, sdk_record
+from kit.transcripts import readers
 from kit.transcripts._base import Issues, Parsed, Shared, TranscriptError, gc_paused, settled
 from kit.transcripts._detect import detect
 
-READERS = {
-    "codex_rollout": codex_rollout,
-    "codex_exec": codex_exec,
-    "claude_session": claude_session,
-    "claude_stream": claude_stream,
-    "provider_log": provider_log,
-    "sdk_record": sdk_record,
-}
-FORMATS = tuple(READERS)
+FORMATS = readers.formats()  # the formats of the registry (``kit.transcripts.readers``), in detection order
 SUFFIXES = (".jsonl", ".ndjson", ".txt")
 
 __all__ = ["FORMATS", "TranscriptError", "detect", "read", "tables", "tool_results"]
@@ -80,17 +72,28 @@ def tables(
 def _tables(
     paths: Paths, format: str, strict: bool, tools: bool, cache: str | Path | None, tool_paths: bool = False
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Through ``kit.transcripts.cache`` with a cache folder, when many bytes are worth several processes, or
-    for the tool results' files (it knows each file's rows); with the cycle collector paused (``gc_paused``)."""
-    from kit.transcripts import cache as parse_cache
+    """Read in this process, or over several when many bytes are worth them (``parallel.workers``); through
+    ``kit.transcripts.cache`` only with a cache folder, so that a plain read (a batch's parse stage) imports and
+    runs none of it. With the cycle collector paused (``gc_paused``)."""
+    from kit.transcripts import parallel
 
     _check_format(format)
     with gc_paused():
         files = _files(paths)
-        if cache is None and not tool_paths and parse_cache.workers(sum(_size(p) for p in files)) == 1:
+        if cache is not None:
+            from kit.transcripts import cache as parse_cache
+
+            return parse_cache.tables(files, format, strict, tools, cache, tool_paths)
+        n = parallel.workers(sum(_size(p) for p in files))
+        if n == 1:
             parsed = _parse(files, format, strict, tools)
-            return _requests(parsed), _tool_results(parsed)
-        return parse_cache.tables(files, format, strict, tools, cache, tool_paths)
+            return _requests(parsed), _tool_results(parsed, tool_paths)
+        issues = Issues(strict=strict)
+        groups, order = group_files(files, format, issues)
+        requests, tool_rows, tool_files, attrs = parallel.read_groups(groups, order, issues, tools, n)
+        return _requests(Parsed(attrs={**attrs, "issues": issues.items}), requests), _tool_results(
+            Parsed(tools=[], attrs={"issues": issues.items}), tool_paths, tool_rows, tool_files
+        )
 
 
 def _size(path: Path) -> int:
@@ -100,14 +103,23 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _requests(parsed: Parsed) -> pd.DataFrame:
-    df = schema.requests_frame(parsed.rows)
+def _requests(parsed: Parsed, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The request table of ``parsed`` (its rows, or ``frame`` where they were made elsewhere) with its attrs."""
+    df = schema.requests_frame(parsed.rows) if frame is None else frame
     df.attrs = {k: Shared(v) for k, v in parsed.attrs.items()}
     return df
 
 
-def _tool_results(parsed: Parsed) -> pd.DataFrame:
-    df = schema.frame(parsed.tools, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
+def _tool_results(
+    parsed: Parsed, tool_paths: bool = False, frame: pd.DataFrame | None = None, files: list[str | None] | None = None
+) -> pd.DataFrame:
+    """The tool-result rows (of ``parsed``, or ``frame`` with each row's file in ``files``); ``tool_paths``: each
+    with the file it was read from (``source_path``, NA where a result belongs to no one file: Codex exec turns
+    are differenced across files), as the parse cache gives it."""
+    df = schema.frame(parsed.tools, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES) if frame is None else frame
+    if tool_paths:
+        found = files if files is not None else [t.get("source_path") for t in parsed.tools]
+        df = df.assign(source_path=pd.Series(found, dtype="string", index=df.index))
     df.attrs = {"issues": Shared(parsed.attrs["issues"])}
     return df
 
@@ -184,23 +196,24 @@ def _listing(folder: str) -> tuple[list[str], list[str]]:
 
 
 def _check_format(format: str) -> None:
-    if format != "auto" and format not in READERS:
-        raise InputError(f"unknown transcript format {format!r}; expected 'auto' or one of {', '.join(FORMATS)}")
+    if format != "auto" and readers.get(format) is None:
+        known = ", ".join(readers.formats())
+        raise InputError(f"unknown transcript format {format!r}; expected 'auto' or one of {known}")
 
 
 def _parse(paths: Paths, format: str, strict: bool, tools: bool) -> Parsed:
     _check_format(format)
     issues = Issues(strict=strict)
-    groups, order = _groups(_files(paths), format, issues)
+    groups, order = group_files(_files(paths), format, issues)
     out = Parsed()
     for fmt, group in groups.items():
-        out.extend(READERS[fmt].read(group, issues, tools))
+        out.extend(readers.reader(fmt).read(group, issues, tools))
     out.rows.sort(key=lambda r: order[r["source_path"]])
     out.attrs["issues"] = issues.items
     return out
 
 
-def _groups(
+def group_files(
     files: list[Path],
     format: str,
     issues: Issues,
@@ -209,14 +222,15 @@ def _groups(
     formats: Sequence[str | None] | None = None,
 ) -> tuple[dict[str, list[Path]], dict[str, int]]:
     """The files to read by format, skipping a file whose content was already given (reported), and each
-    file's place in the row order. The parse cache knows most of what this needs from its own checks:
-    ``head``, the hash of a file's first block (``_head``); ``sizes`` and ``formats``, per file, its size
-    and its format, None where not known (then ``stat`` and ``detect`` tell). A callback per file for
-    these cost about 3 ms for 1,000 files on every warm call."""
+    file's place in the row order: how every read groups its files (here, in one process or over several, and
+    in the parse cache). The parse cache knows most of what this needs from its own checks: ``head``, the hash
+    of a file's first block (``first_block_hash``); ``sizes`` and ``formats``, per file, its size and its
+    format, None where not known (then ``stat`` and ``detect`` tell). A callback per file for these cost
+    about 3 ms for 1,000 files on every warm call."""
     groups: dict[str, list[Path]] = {}
     order: dict[str, int] = {}
     digests: dict[object, Path] = {}
-    head = head or _head
+    head = head or first_block_hash
     lengths, failed = _sizes(files, sizes)
     shared = _shared(files, lengths, head)
     formats = formats or [None] * len(files)
@@ -280,7 +294,8 @@ def _stat_size(path: Path) -> int:
     return os.stat(path).st_size
 
 
-def _head(path: Path) -> str:
+def first_block_hash(path: Path) -> str:
+    """The SHA-256 of the file's first ``FIRST_BLOCK`` bytes: what tells files of one size apart (``_shared``)."""
     with open(path, "rb") as handle:
         return hashlib.sha256(handle.read(FIRST_BLOCK)).hexdigest()
 

@@ -116,6 +116,57 @@ class Parsed:
         return out
 
 
+MAIN = "main"  # the role of a file whose responses fill the trial's own context window (``Reader.role``)
+
+
+def main_role(path: Path) -> str:
+    """The role of a file of a format that writes one context window per file: ``main``."""
+    return MAIN
+
+
+@dataclass(frozen=True)
+class Resume:
+    """How a reader reads a file in steps, for the parse cache to keep its state and read only a grown file's
+    appended lines (``kit.transcripts.cache``): ``start`` the state before the first line (``crc``: keep a CRC of
+    the bytes read), ``scan`` the lines after ``state.at``, ``finish`` the file's ``Parsed`` and the ids its
+    step across files needs (None where it has none), ``state`` the type a kept state is decoded into."""
+
+    state: type
+    start: Callable[..., Any]
+    scan: Callable[[Any], Any]
+    finish: Callable[[Any], tuple[Parsed, Any]]
+
+
+@dataclass(frozen=True)
+class Reader:
+    """What the kit knows of one transcript format, in one place (``kit.transcripts.readers.READERS``): a new
+    format is its module's ``READER`` and a line there.
+
+    ``format``: its name (the rows' ``source_format``). ``judge``: whether a JSON object among a file's first
+    lines (``kit.transcripts._detect``) is this format's; readers are asked in the registry's order.
+    ``read``: the rows of files of this format, the steps across its files included. ``role``: whose context
+    window a file's responses fill (``main``, ``subagent``, ``compaction``; ``kit.transcripts.sources``).
+    ``across_files``: its rows depend on all its files at once (a thread continued across files), so the parse
+    cache cannot keep them per file. ``resume``: how the parse cache resumes a grown file (None: read whole).
+    ``join``: ``read``'s step across files on the files' ids (``Resume.finish``'s), for the parse cache, which
+    keeps each file's rows: each file's attrs, the cycles dropped per file (copies another file holds, the
+    identity being the reader's: a response id), and ``attrs["repeats"]``; None where files are independent.
+    """
+
+    format: str
+    judge: Callable[[dict], bool]
+    read: Callable[[Sequence[Path], Issues, bool], Parsed]
+    role: Callable[[Path], str] = main_role
+    across_files: bool = False
+    resume: Resume | None = None
+    join: (
+        Callable[
+            [list[Any], list[dict[str, list]], list[int]], tuple[list[dict[str, list]], list[set[int]], list[dict]]
+        ]
+        | None
+    ) = None
+
+
 def json_lines(path: Path, issues: Issues) -> Iterator[tuple[int, dict]]:
     """Yield ``(line number, object)`` for each JSON-object line, as plain dicts (orjson).
 

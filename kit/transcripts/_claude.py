@@ -23,7 +23,7 @@ import orjson
 
 from kit.framing import block_framing, block_tokens, result_block
 from kit.transcripts import _usage
-from kit.transcripts._base import Issues, as_dict
+from kit.transcripts._base import MAIN, Issues, as_dict
 from kit.transcripts._tools import result_row, text_of
 
 BACKEND = "claude"
@@ -233,7 +233,7 @@ class Responses:
             name, cycle, _ = call or (None, len(self.by_key) - 1, None)
             text, error = text_of(block.get("content")), block.get("is_error") is True
             sizes = result_block(block, "content", text)
-            self.tools.append(result_row(cycle + 1, name, len(text), error, block=sizes))
+            self.tools.append(result_row(cycle + 1, name, len(text), error, block=sizes, path=str(self.path)))
             self.callers.append(None if call is None else call[1])
 
     def rows(self) -> list[dict]:
@@ -292,3 +292,11 @@ def keep_rank(resp: _Response) -> tuple[bool, int]:
 def is_synthetic(model: object, api_error: object) -> bool:
     """Claude Code's own stand-in for a failed request (model ``<synthetic>``): not an API response."""
     return model == "<synthetic>" or api_error is True
+
+
+def file_role(path: Path) -> str:
+    """Whose window a Claude Code file's responses fill: it writes subagents to ``subagents/agent-*.jsonl`` and
+    compaction requests to ``agent-acompact-*`` (``Reader.role``)."""
+    if path.name.startswith("agent-acompact"):
+        return "compaction"
+    return "subagent" if path.name.startswith("agent-") or path.parent.name == "subagents" else MAIN

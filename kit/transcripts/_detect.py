@@ -1,4 +1,5 @@
-"""Which transcript format a file is, judged from its first readable lines (never the whole file).
+"""Which transcript format a file is, judged from its first readable lines (never the whole file) by the
+registry's readers in turn (``kit.transcripts.readers``).
 
 A file no reader takes gets the reason, not only the verdict: the fix differs (re-encode a UTF-16
 file, skip a legacy Codex rollout that holds no usage, look at what the file is), docs/method.md#transcripts.
@@ -10,12 +11,11 @@ from pathlib import Path
 
 import orjson
 
+from kit.transcripts import readers
 from kit.transcripts._base import Issues, TranscriptError, json_lines, text
 
 SCAN_LINES = 50
 HEAD = 1 << 15  # the block read first: the byte-order mark, and the first line where it is whole (``_first_line``)
-_ROLLOUT = {"session_meta", "response_item", "event_msg", "turn_context", "token_usage_record", "compacted"}
-_STREAM = {"system", "assistant", "user", "result", "stream_event"}
 # Response items a legacy rollout (Codex CLI of mid 2025) wrote bare, without the ``payload`` envelope.
 _BARE_ITEMS = {"message", "reasoning", "function_call", "function_call_output", "local_shell_call"}
 _WIDE_BOMS = {
@@ -27,23 +27,6 @@ _WIDE_BOMS = {
 CANNOT = "cannot detect the transcript format"
 
 
-def _judge(line: dict) -> str | None:
-    kind = text(line.get("type"))
-    if line.get("kit_provider_log") is not None:
-        return "provider_log"
-    if line.get("kit_sdk") is not None:
-        return "sdk_record"
-    if kind in _ROLLOUT and "payload" in line:
-        return "codex_rollout"
-    if kind is not None and kind.split(".")[0] in ("thread", "turn", "item"):
-        return "codex_exec"
-    if "parentUuid" in line or "sessionId" in line or "isSidechain" in line:
-        return "claude_session"
-    if "session_id" in line and kind in _STREAM:
-        return "claude_stream"
-    return None
-
-
 def _legacy_rollout(line: dict) -> bool:
     """A line only a legacy Codex rollout writes: its ``record_type`` marker or a bare response item."""
     return "record_type" in line or (text(line.get("type")) in _BARE_ITEMS and "payload" not in line)
@@ -51,14 +34,15 @@ def _legacy_rollout(line: dict) -> bool:
 
 def _first_line(head: bytes) -> str | None:
     """The format, when the first line, whole in ``head``, is a JSON object that tells it: what ``json_lines``
-    would give first and ``_judge`` would say. Most files are told so from the block ``detect`` reads
-    anyway (half its time on a thousand rollouts); any other start is left to the line-by-line scan."""
+    would give first and the registry would say (``readers.judge``). Most files are told so from the block
+    ``detect`` reads anyway (half its time on a thousand rollouts); any other start is left to the line-by-line
+    scan."""
     end = head.find(b"\n")
     try:
         line = orjson.loads(head[:end]) if end > 0 else None
     except orjson.JSONDecodeError:
         return None
-    return _judge(line) if type(line) is dict else None
+    return readers.judge(line) if type(line) is dict else None
 
 
 def detect(path: str | Path) -> str:
@@ -76,7 +60,7 @@ def detect(path: str | Path) -> str:
         if (found := _first_line(head)) is not None:
             return found
         for count, (number, line) in enumerate(json_lines(path, quiet), start=1):
-            found = _judge(line)
+            found = readers.judge(line)
             if found is not None:
                 return found
             if _legacy_rollout(line):

@@ -78,10 +78,13 @@ def result_row(
     is_error: bool,
     trial_id: str | None = None,
     block: tuple[int | None, int | None] = (None, None),
+    path: str | None = None,
 ) -> dict:
     """One tool result; ``block``: its framing characters and its ``o200k_base`` tokens (``result_block``),
-    None where unknown."""
+    None where unknown; ``path``: the file it was read from, where one file holds it (``tables(tool_paths=True)``:
+    the canonical table leaves it out)."""
     return {
+        "source_path": path,
         "trial_id": trial_id,
         "cycle": cycle,
         "tool": name,

@@ -7,7 +7,7 @@ by the file's path, size, modification and change times, inode and a content che
 first and last ``BLOCK`` bytes). A re-run reads only the files whose key changed: new files, rewritten
 files, read whole, and grown files. The readers keep state across a file's lines (a response's later
 lines, its paired usage line, the turn a prompt opens), so the Claude session and Codex rollout readers
-hand back their state at the end of a file (``RESUMABLE``), kept with its rows; a file that
+hand back their state at the end of a file (``Reader.resume``), kept with its rows; a file that
 only grew (same inode, the bytes read before unchanged: their CRC-32, ``_resumable``) has only its
 appended lines read, from that state, and all its rows made again from it. What needs several
 files at once — a Claude response repeated in another session file, the ``api-request`` lines
@@ -39,7 +39,6 @@ import bisect
 import functools
 import hashlib
 import itertools
-import multiprocessing
 import os
 import stat
 import threading
@@ -48,7 +47,6 @@ import uuid
 import warnings
 import zlib
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,14 +59,11 @@ import pyarrow as pa  # type: ignore[import-untyped]  # no stubs; used for slice
 
 from kit import schema
 from kit.errors import InputError
-from kit.transcripts import claude_session, codex_rollout
+from kit.transcripts import claude_session, parallel, readers
 from kit.transcripts._base import Issues, Parsed, Shared, settled
 
 BLOCK = 1 << 10  # the content check hashes this much of a file's start and end (see file_key)
-UNCACHED = frozenset({"codex_exec"})  # its turns are differenced across the files of a thread
-RESUMABLE = {claude_session.FORMAT: claude_session, codex_rollout.FORMAT: codex_rollout}  # readers with a state
 CRC_BLOCK = 1 << 20  # a grown file's head is checked this much at a time (``_resumable``)
-PARALLEL_MIN_BYTES = 32 << 20  # below this, starting processes costs more than it saves
 MAX_SEGMENTS = 16  # more segments than this are merged into one
 MAX_RUNS = 64  # a gather of more runs of consecutive rows than this takes rows one by one (``_runs``)
 MAX_CHUNKS = 128  # string columns gathered in more Arrow chunks than this are made one each (``_cut``)
@@ -134,8 +129,10 @@ class Piece:
     tool_rows: tuple[int, int]
     attrs: dict[str, list]
     issues: list[dict]
-    ids: claude_session._Ids | None = None  # claude_session's per-file ids, for the deduplication across files
-    state: bytes | None = None  # the reader's state at the end of the file (``RESUMABLE``, MessagePack), else None
+    ids: claude_session.Ids | None = (
+        None  # the ids of its reader's step across files (``Reader.join``: claude_session's)
+    )
+    state: bytes | None = None  # the reader's state at the end of the file (``Reader.resume``, MessagePack), else None
     at: tuple[int, int] | None = None  # with a state: the bytes it read and their CRC-32 (``_resumable``)
 
 
@@ -265,8 +262,10 @@ class Store:
         """A segment of the pieces of ``paths``, whose places are rewritten to point into it (one gather per
         table, ``_gather``: a slice per piece cost about 0.3 s for a thousand files)."""
         pieces = [self.pieces[path] for path in paths]
-        requests = _gather([_Take(p.segment, p.rows) for p in pieces], self.segments, "requests", _requests_frame)
-        tools = _gather([_Take(p.segment, p.tool_rows) for p in pieces], self.segments, "tools", _tool_frame)
+        requests = _gather(
+            [_Take(p.segment, p.rows) for p in pieces], self.segments, "requests", parallel.requests_frame
+        )
+        tools = _gather([_Take(p.segment, p.tool_rows) for p in pieces], self.segments, "tools", parallel.tool_frame)
         at, tool_at = 0, 0
         for piece in pieces:
             n, m = piece.rows[1] - piece.rows[0], piece.tool_rows[1] - piece.tool_rows[0]
@@ -354,25 +353,9 @@ def _checked(folder: Path, part: str, digests: dict[str, str]) -> bytes:
 def _decoded(data: bytes, kind: Any, what: str) -> Any:
     """``data`` decoded from MessagePack into ``kind`` (``_Refused`` if it does not decode as the kit wrote it)."""
     try:
-        return msgspec.msgpack.decode(data, type=kind, dec_hook=_decode_hook)
+        return msgspec.msgpack.decode(data, type=kind, dec_hook=parallel.decode_hook)
     except msgspec.DecodeError as exc:
         raise _Refused(f"{what} does not decode as the kit writes it ({exc})") from exc
-
-
-def _encode_hook(value: object) -> object:
-    """What MessagePack lacks of a reader's state or a piece: paths, as text."""
-    if isinstance(value, Path):
-        return str(value)
-    raise NotImplementedError(type(value))
-
-
-def _decode_hook(kind: type, value: object) -> object:
-    """A path from its text; a field typed ``object`` (a value as the transcript gave it) as it decoded."""
-    if kind is object:
-        return value
-    if kind is Path and isinstance(value, str):
-        return Path(value)
-    raise NotImplementedError(kind)
 
 
 def _read_pieces(folder: Path, name: str, digests: dict[str, str]) -> dict[str, Piece]:
@@ -438,7 +421,7 @@ def _write(folder: Path, segments: dict[str, Segment], pieces: dict[str, Piece],
         if all(part in digests and (folder / part).exists() for part in parts):
             continue
         own = {path: piece for path, piece in pieces.items() if piece.segment == name}
-        kept = msgspec.msgpack.encode(own, enc_hook=_encode_hook)
+        kept = msgspec.msgpack.encode(own, enc_hook=parallel.encode_hook)
         for part, data in zip(parts, (_arrow(seg.requests), _arrow(seg.tools), kept), strict=True):
             digests[part] = _put(folder / part, data)
     live = {part for name in segments for part in _files(name)}
@@ -508,32 +491,9 @@ def _name() -> str:
     return f"seg-{uuid.uuid4().hex[:12]}"
 
 
-def _tool_frame(rows: list[dict]) -> pd.DataFrame:
-    if not rows:  # ``read`` keeps no tool rows: the empty frame is made once (a frame costs ~10 ms)
-        return _empty_tools().copy(deep=False)
-    return schema.frame(rows, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
-
-
-def _requests_frame(rows: list[dict]) -> pd.DataFrame:
-    """``schema.requests_frame``; the empty one made once (a warm call with no file changed gathers no rows)."""
-    if not rows:
-        return _empty_requests().copy(deep=False)
-    return schema.requests_frame(rows)
-
-
-@functools.cache
-def _empty_requests() -> pd.DataFrame:
-    return schema.requests_frame([])
-
-
-@functools.cache
-def _empty_tools() -> pd.DataFrame:
-    return schema.frame([], schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
-
-
 @functools.cache
 def _empty_tools_with_paths() -> pd.DataFrame:
-    return _empty_tools().assign(source_path=pd.Series([], dtype="string"))
+    return parallel.empty_tools().assign(source_path=pd.Series([], dtype="string"))
 
 
 def _concat(frames: list[pd.DataFrame], empty: Callable[[list[dict]], pd.DataFrame]) -> pd.DataFrame:
@@ -574,134 +534,7 @@ def store(folder: str | Path | None) -> Store:
     return _STORES[str(folder)]
 
 
-# --- reading files, in worker processes --------------------------------------------------------------------
-
-
-def _read_one(
-    fmt: str, path: Path, tools: bool, resume: bytes | None, keep: bool
-) -> tuple[Parsed, Any, list[dict], bytes | None, tuple[int, int] | None]:
-    """One file read alone by its reader: its rows, claude_session's ids (else None), its issues, and
-    where kept (``keep``, a format in ``RESUMABLE``, the file ending on a whole line) the reader's state
-    at its end with the bytes read and their CRC. ``resume``: such a state, from which only the lines
-    after it are read (a grown file whose head ``_resumable`` found unchanged)."""
-    from kit.transcripts import READERS
-
-    if fmt not in RESUMABLE:
-        issues = Issues()
-        return READERS[fmt].read([path], issues, tools), None, issues.items, None, None
-    reader = RESUMABLE[fmt]
-    state = _resumed(reader.STATE, resume) if resume is not None else None
-    if state is None:
-        state = reader.start(path, Issues(), tools, crc=keep)
-    reader.scan(state)
-    snapshot, at = None, None
-    if keep and state.at.resumable:
-        with suppress(TypeError, ValueError, msgspec.EncodeError):  # an int beyond 64 bits: no state, read whole
-            snapshot, at = msgspec.msgpack.encode(state, enc_hook=_encode_hook), (state.at.offset, state.at.crc)
-    if fmt == claude_session.FORMAT:
-        parsed, ids = claude_session.finish(state)
-    else:
-        parsed, ids = state.finish(), None
-    return parsed, ids, state.issues.items, snapshot, at
-
-
-def _resumed(kind: type, data: bytes) -> Any:
-    """A kept reader state decoded into its type (MessagePack, by the reader's ``STATE``: no pickle); None, for the
-    file to be read whole, if it does not decode so (its bytes matched their digest: other reader code)."""
-    try:
-        return msgspec.msgpack.decode(data, type=kind, dec_hook=_decode_hook)
-    except msgspec.DecodeError:
-        return None
-
-
-Work = tuple[str, str, bytes | None]  # format, path, state to resume from (``_read_one``)
-Read = tuple[pd.DataFrame, pd.DataFrame, list[dict]]  # files' rows as frames, and each file's meta (``_frames``)
-
-
-def _read_chunk(items: list[Work], tools: bool, keep: bool) -> Read:
-    """Files read one by one, in order, into one request frame and one tool frame (``_frames``)."""
-    return _frames([(work, _read_one(work[0], Path(work[1]), tools, work[2], keep)) for work in items])
-
-
-def _frames(done: list[tuple[Work, tuple]]) -> Read:
-    """Files' ``_read_one`` results, in the order given, as one request frame and one tool frame, with each
-    file's place in them: frames travel back from a worker process far faster than row dicts."""
-    rows: list[dict] = []
-    tool_rows: list[dict] = []
-    metas = []
-    for (fmt, path, _), (parsed, ids, issues, state, at) in done:
-        meta = {"path": path, "format": fmt, "attrs": parsed.attrs, "issues": issues, "ids": ids}
-        meta |= {"state": state, "at": at}
-        meta |= {"rows": (len(rows), len(rows) + len(parsed.rows))}
-        meta |= {"tool_rows": (len(tool_rows), len(tool_rows) + len(parsed.tools))}
-        rows += parsed.rows
-        tool_rows += parsed.tools
-        metas.append(meta)
-    return schema.requests_frame(rows), _tool_frame(tool_rows), metas
-
-
-def workers(nbytes: int) -> int:
-    """Processes worth starting for ``nbytes`` of transcripts: 1 on one core or for a small read."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return 1 if nbytes < PARALLEL_MIN_BYTES else max(1, cores)
-
-
-_SHARED: tuple[list[Work], Any] | None = None  # in a worker: the read's work and its bounds (``_shared_work``)
-
-
-def _share(items: list[Work], bounds: Any) -> None:
-    """A worker's initializer: keep the work and bounds it inherited when forked (nothing is pickled)."""
-    global _SHARED
-    _SHARED = items, bounds
-
-
-def _claim(bounds: Any, front: bool) -> int | None:
-    """The index of the next file to read, from the front or the back of what is left; None when nothing is."""
-    with bounds.get_lock():
-        ends = bounds.get_obj()
-        if ends[0] >= ends[1]:
-            return None
-        if front:
-            ends[0] += 1
-            return int(ends[0] - 1)
-        ends[1] -= 1
-        return int(ends[1])
-
-
-def _claimed(items: list[Work], bounds: Any, front: bool, tools: bool, keep: bool) -> Read:
-    """Files taken one at a time (``_claim``) and read until none is left, as one result in file order."""
-    done = []
-    while (index := _claim(bounds, front)) is not None:
-        fmt, path, resume = items[index]
-        done.append((index, items[index], _read_one(fmt, Path(path), tools, resume, keep)))
-    done.sort(key=lambda found: found[0])
-    return _frames([(work, result) for _, work, result in done])
-
-
-def _worker_read(tools: bool, keep: bool) -> Read:
-    """``_claimed`` from the front, in a worker process (its work is ``_SHARED``)."""
-    assert _SHARED is not None, "run by a worker that _share set up"
-    return _claimed(*_SHARED, front=True, tools=tools, keep=keep)
-
-
-def _shared_work(items: list[Work], tools: bool, keep: bool, n: int) -> list[Read]:
-    """``items`` read by ``n - 1`` worker processes and this one, each taking the next file as it is free.
-
-    Work cut in advance into chunks of equal bytes came out uneven: the cost of a byte differs between
-    files and between processes (a forked worker runs slower than this one), and the executor hands a
-    worker its next chunk before it is free, out of this process's reach (1.29 s against 0.82 s on 260 MB
-    of sessions). So the workers take files from the front of a shared pair of bounds and this process
-    from the back, one at a time, until they meet: the processes finish within a file of each other. With
-    one worker the rows come back in file order (its files, then this process's); with more, the
-    workers' files interleave, which the assembly's gather puts in order. Workers are forked: they start
-    at once with the kit imported (a spawned one would import pandas again) and inherit the work.
-    """
-    context = multiprocessing.get_context("fork")
-    bounds = context.Array("q", [0, len(items)])
-    with ProcessPoolExecutor(n - 1, context, initializer=_share, initargs=(items, bounds)) as pool:
-        futures = [pool.submit(_worker_read, tools, keep) for _ in range(n - 1)]
-        mine = _claimed(items, bounds, front=False, tools=tools, keep=keep)
-        return [*(future.result() for future in futures), mine]
+# --- reading files, in this process or in workers (``kit.transcripts.parallel``) ----------------------------
 
 
 def _read_pass(items: list[tuple[str, Path, Key]], tools: bool, st: Store) -> tuple[str, Segment, dict[str, Piece]]:
@@ -716,9 +549,13 @@ def _read_pass(items: list[tuple[str, Path, Key]], tools: bool, st: Store) -> tu
         resume = _resumable(st.pieces.get(str(path)), fmt, path, key, tools)
         state, offset = resume if resume is not None else (None, 0)
         work.append(((fmt, str(path), state), key[0] - offset))
-    n = workers(sum(size for _, size in work))
+    n = parallel.workers(sum(size for _, size in work))
     todo = [item for item, _ in work]
-    results = _shared_work(todo, tools, keep, n) if n > 1 and len(todo) > 1 else [_read_chunk(todo, tools, keep)]
+    results = (
+        parallel.shared_work(todo, tools, keep, n)
+        if n > 1 and len(todo) > 1
+        else [parallel.read_chunk(todo, tools, keep)]
+    )
     keys = {str(path): key for _, path, key in items}
     name, pieces, at, tool_at = _name(), {}, 0, 0
     for req, tool, metas in results:
@@ -730,7 +567,8 @@ def _read_pass(items: list[tuple[str, Path, Key]], tools: bool, st: Store) -> tu
             )  # fmt: skip
         at, tool_at = at + len(req), tool_at + len(tool)
     segment = Segment(
-        _concat([r for r, _, _ in results], _requests_frame), _concat([t for _, t, _ in results], _tool_frame)
+        _concat([r for r, _, _ in results], parallel.requests_frame),
+        _concat([t for _, t, _ in results], parallel.tool_frame),
     )
     return name, segment, pieces
 
@@ -777,24 +615,6 @@ class _Take:
         return int(self.keep.sum()) if self.keep is not None else self.rows[1] - self.rows[0]
 
 
-def _claude_group(pieces: list[Piece]) -> tuple[list[dict[str, list]], list[set[int]], list[dict]]:
-    """claude_session.read's steps across files, on the ids the pieces keep: each piece's attrs with its
-    requests check, the cycles dropped as repeats of another file's responses, and ``attrs["repeats"]``."""
-    ids = [_ids(piece) for piece in pieces]
-    answered = set().union(*(found.answered for found in ids))
-    dropped, repeats = claude_session.repeated(ids)
-    attrs, cycles = [], []
-    for index, (piece, found_ids) in enumerate(zip(pieces, ids, strict=True)):
-        rows = piece.rows[1] - piece.rows[0]
-        check = claude_session._requests_check(found_ids.path, found_ids.sent, answered, rows)
-        own = dropped.get(index, set())
-        found = claude_session.without(piece.attrs, rows, own) if own else dict(piece.attrs)
-        found["crosscheck"] = check
-        attrs.append(found)
-        cycles.append(own)
-    return attrs, cycles, repeats
-
-
 def _kept(piece: Piece, dropped: set[int], seg: Segment) -> tuple[_Take, list[int] | None]:
     """Which of the piece's rows and tool rows survive the repeats dropped (None: all)."""
     take = _Take(piece.segment, piece.rows)
@@ -804,9 +624,9 @@ def _kept(piece: Piece, dropped: set[int], seg: Segment) -> tuple[_Take, list[in
     return take, [i for i, caller in enumerate(_ids(piece).callers) if caller not in dropped]
 
 
-def _ids(piece: Piece) -> claude_session._Ids:
-    """A claude_session piece's ids (every piece of that format has them: ``_read_one``)."""
-    assert piece.ids is not None, f"a {claude_session.FORMAT} piece keeps its ids"
+def _ids(piece: Piece) -> claude_session.Ids:
+    """The ids of a piece whose reader has a step across files (every such piece has them: ``parallel.read_one``)."""
+    assert piece.ids is not None, f"a {piece.format} piece keeps its ids"
     return piece.ids
 
 
@@ -980,11 +800,10 @@ def _assemble(
     """The tables as ``kit.transcripts`` builds them without a cache: rows in file order, tool rows and
     attrs in format-group order, each group's steps across files applied. The files of one format read
     file by file (no step across files) are spliced from the last call's tables (``_spliced``)."""
-    from kit.transcripts import READERS
-
     if len(groups) == 1:
         fmt, group = next(iter(groups.items()))
-        if fmt not in UNCACHED and fmt != claude_session.FORMAT and len(group) == len(order):
+        reader = readers.reader(fmt)
+        if not reader.across_files and reader.join is None and len(group) == len(order):
             spliced = _spliced(fmt, list(order), st, tools, issues)  # the group's files, as strings
             if spliced is not None:
                 return spliced
@@ -993,10 +812,11 @@ def _assemble(
     tool_takes: list[_Take] = []
     segments = dict(st.segments)
     for fmt, group in groups.items():
-        if fmt in UNCACHED:
-            parsed = READERS[fmt].read(group, issues, tools)
+        reader = readers.reader(fmt)
+        if reader.across_files:
+            parsed = reader.read(group, issues, tools)
             name = f"uncached-{fmt}"
-            segments[name] = Segment(schema.requests_frame(parsed.rows), _tool_frame(parsed.tools))
+            segments[name] = Segment(schema.requests_frame(parsed.rows), parallel.tool_frame(parsed.tools))
             paths = segments[name].requests["source_path"].to_numpy(dtype=object)
             for path in group:
                 where = np.flatnonzero(paths == str(path))
@@ -1014,8 +834,9 @@ def _assemble(
         group_out = Parsed()
         attrs: list[dict[str, list]] = [piece.attrs for piece in pieces]
         dropped: list[set[int]] = [set()] * len(pieces)
-        if fmt == claude_session.FORMAT:
-            attrs, dropped, group_out.attrs["repeats"] = _claude_group(pieces)
+        if reader.join is not None:
+            rows = [piece.rows[1] - piece.rows[0] for piece in pieces]
+            attrs, dropped, group_out.attrs["repeats"] = reader.join(list(map(_ids, pieces)), attrs, rows)
         for path, piece, cycles in zip(group, pieces, dropped, strict=True):
             take, kept_tools = _kept(piece, cycles, segments[piece.segment])
             takes[str(path)] = take
@@ -1024,7 +845,7 @@ def _assemble(
         _extend_attrs(group_out, _joined(attrs))
         _extend_attrs(out, group_out.attrs)
     ordered = [takes[p] for p in sorted(takes, key=order.__getitem__)]
-    requests = _gather(ordered, segments, "requests", _requests_frame)
+    requests = _gather(ordered, segments, "requests", parallel.requests_frame)
     return requests, _tool_gather(tool_takes, segments), out.attrs
 
 
@@ -1032,7 +853,7 @@ def _tool_gather(takes: list[_Take], segments: dict[str, Segment]) -> pd.DataFra
     """The tool rows of ``takes`` in order, each with its take's ``source_path`` (none: the empty frame, made once)."""
     if not takes:
         return _empty_tools_with_paths().copy(deep=False)
-    tool_frame = _gather(takes, segments, "tools", _tool_frame)
+    tool_frame = _gather(takes, segments, "tools", parallel.tool_frame)
     paths = pd.array(np.repeat(np.array([t.path for t in takes], dtype=object), [len(t) for t in takes]))
     return tool_frame.assign(source_path=pd.Series(paths, dtype="string"))
 
@@ -1092,7 +913,9 @@ def _spliced(
             issues.add(item["source_path"], item["source_line"], item["reason"])
     takes = [_Take(piece.segment, piece.rows) for _, piece in fresh]
     tool_takes = [_Take(piece.segment, piece.tool_rows, path=name) for name, piece in fresh] if tools else []
-    new = Segment(_gather(takes, st.segments, "requests", _requests_frame), _tool_gather(tool_takes, st.segments))
+    new = Segment(
+        _gather(takes, st.segments, "requests", parallel.requests_frame), _tool_gather(tool_takes, st.segments)
+    )
     new_attrs = _joined([piece.attrs for _, piece in fresh])
     sizes = [
         [piece.rows[1] - piece.rows[0] for _, piece in fresh],
@@ -1250,7 +1073,7 @@ def tables(
     elif len(tool_frame):
         tool_frame = tool_frame.drop(columns="source_path")
     else:  # as dropped, made once (``read`` keeps no tool rows, and hands back none)
-        tool_frame = _empty_tools().copy(deep=False)
+        tool_frame = parallel.empty_tools().copy(deep=False)
     requests.attrs = {k: Shared(v) for k, v in attrs.items()}
     tool_frame.attrs = {"issues": Shared(issues.items)}
     st.write_behind()
@@ -1261,19 +1084,20 @@ def _tables(
     files: Sequence[Path], names: list[str], format: str, tools: bool, st: Store, keys: dict[str, Key], issues: Issues
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list], bool]:
     """Group the files as ``kit.transcripts`` does, read those not cached, assemble; whether the result may be
-    kept for the next call (not when a format read across files, uncached, is among them). ``names``: the
-    files as strings. Each file's size and, for a file whose piece still holds, its format are known
-    here (``_groups`` asks the others' of the file system)."""
+    kept for the next call (not when a format read across files, uncached, is among them:
+    ``Reader.across_files``). ``names``: the files as strings. Each file's size and, for a file whose piece still
+    holds, its format are known here (``group_files`` asks the others' of the file system)."""
     from kit import transcripts
 
     def head(path: Path) -> str:
         """The file's content check (``file_key``: a CRC of its first and last blocks) in place of the hash of
-        its first 64 KB (``transcripts._head``), to find copies: equal content gives equal checks, and
+        its first 64 KB (``transcripts.first_block_hash``), to find copies: equal content gives equal checks,
+        and
         files whose checks are equal too have their whole content hashed, as with equal first blocks. No
         file is read again: hashing the heads of the 301 same-size files of the benchmark's Claude corpus
-        took 34 ms of a 1.1 s read. A file without a key cannot be opened; ``_head`` says why."""
+        took 34 ms of a 1.1 s read. A file without a key cannot be opened; ``first_block_hash`` says why."""
         key = keys.get(str(path))
-        return f"crc {key[4]}" if key is not None else transcripts._head(path)
+        return f"crc {key[4]}" if key is not None else transcripts.first_block_hash(path)
 
     found = [keys.get(name) for name in names]
     pieces = [st.pieces.get(name) for name in names]
@@ -1282,12 +1106,12 @@ def _tables(
         for piece, key in zip(pieces, found, strict=True)
     ]
     sizes = [key[0] if key is not None else None for key in found]
-    groups, order = transcripts._groups(list(files), format, issues, head, sizes, formats)
+    groups, order = transcripts.group_files(list(files), format, issues, head, sizes, formats)
     cached = dict(zip(names, formats, strict=True))
     stale = [
         (fmt, p, keys[str(p)])
         for fmt, group in groups.items()
-        if fmt not in UNCACHED
+        if not readers.reader(fmt).across_files
         for p in group
         if cached[str(p)] != fmt  # no piece, or one of another format, key or tool reading (``Store.fresh``)
     ]
@@ -1295,4 +1119,4 @@ def _tables(
         _check_folder(st.folder, [str(p) for _, p, _ in stale])  # before anything is written
         st.add(*_read_pass(stale, tools, st))
     requests, tool_frame, attrs = _assemble(groups, order, st, tools, issues)
-    return requests, tool_frame, attrs, not set(groups) & UNCACHED
+    return requests, tool_frame, attrs, not any(readers.reader(fmt).across_files for fmt in groups)

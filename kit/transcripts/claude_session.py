@@ -25,13 +25,14 @@ import msgspec
 
 from kit.framing import block_framing
 from kit.jsontypes import JsonObject
-from kit.transcripts._base import Issues, Parsed, Position, Unused, file_summary, records, text
+from kit.transcripts._base import Issues, Parsed, Position, Reader, Resume, Unused, file_summary, records, text
 from kit.transcripts._claude import (
     TOOL_BLOCKS,
     Content,
     Responses,
     block_tokens_by_piece,
     content_of,
+    file_role,
     is_synthetic,
     keep_rank,
     piece,
@@ -144,7 +145,7 @@ def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
     files = [_read_file(path, issues, tools) for path in paths]
     answered = set().union(*(ids.answered for _, ids in files))  # a subagent's requests may be answered elsewhere
     for parsed, ids in files:
-        parsed.attrs["crosscheck"] = _requests_check(ids.path, ids.sent, answered, len(parsed.rows))
+        parsed.attrs["crosscheck"] = requests_check(ids.path, ids.sent, answered, len(parsed.rows))
     out = Parsed()
     out.attrs["repeats"] = _drop_repeats(files)
     for parsed, _ in files:
@@ -153,7 +154,7 @@ def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
 
 
 @dataclass
-class _Ids:
+class Ids:
     """What the dedupe across files needs of one file: per response id, its cycle, last line and rank
     (``keep_rank``), and the calling cycle of each tool row. The responses themselves, usage objects
     and all, are let go, so that a big read does not hold them to the end."""
@@ -165,7 +166,7 @@ class _Ids:
     answered: set[str]  # the api-request ids that response lines name (requestRef)
 
 
-def _drop_repeats(files: list[tuple[Parsed, _Ids]]) -> list[dict]:
+def _drop_repeats(files: list[tuple[Parsed, Ids]]) -> list[dict]:
     """Keep each response (same ``message.id``, else ``requestId``) in one file only; list the copies dropped.
 
     A resumed or forked session's file repeats the parent's history, and a subagent log can replay its
@@ -184,7 +185,7 @@ def _drop_repeats(files: list[tuple[Parsed, _Ids]]) -> list[dict]:
     return repeats
 
 
-def repeated(files: list[_Ids]) -> tuple[dict[int, set[int]], list[dict]]:
+def repeated(files: list[Ids]) -> tuple[dict[int, set[int]], list[dict]]:
     """The cycles to drop per file (by index in ``files``), and ``attrs["repeats"]`` (see ``_drop_repeats``).
 
     The parse cache calls it on the ids it keeps, without the rows.
@@ -211,7 +212,7 @@ def without(attrs: dict[str, list], rows: int, cycles: set[int]) -> dict[str, li
     return out
 
 
-def _copies(files: list[_Ids]) -> dict[str, list[tuple[int, tuple[int, int, tuple[bool, int]]]]]:
+def _copies(files: list[Ids]) -> dict[str, list[tuple[int, tuple[int, int, tuple[bool, int]]]]]:
     """Each response id found in more than one file, with its copies (file index, cycle, line, rank) in file order.
 
     Found with set operations, once per file, since most ids are in one file only.
@@ -322,7 +323,7 @@ def start(path: Path, issues: Issues, tools: bool, crc: bool = False) -> _State:
     return _State(path, tools, issues, Responses(path, FORMAT, issues), Position(crc=0 if crc else None))
 
 
-def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, _Ids]:
+def _read_file(path: Path, issues: Issues, tools: bool) -> tuple[Parsed, Ids]:
     """One file read whole, alone: ``read`` joins the files' rows once each has its own."""
     return finish(scan(start(path, issues, tools)))
 
@@ -377,7 +378,7 @@ def scan(state: _State) -> _State:
     return state
 
 
-def finish(state: _State) -> tuple[Parsed, _Ids]:
+def finish(state: _State) -> tuple[Parsed, Ids]:
     """The rows, tool results and side tables of a file read to its end, and its ids for the dedupe across files."""
     responses, out = state.responses, Parsed()
     out.rows = responses.rows()
@@ -387,11 +388,11 @@ def finish(state: _State) -> tuple[Parsed, _Ids]:
     out.attrs["files"].append(file_summary(state.path, FORMAT, out.rows, cli_version=state.version, repeats=0))
     local = responses.local
     cycles = {k: (r.cycle, r.last_line, keep_rank(r)) for k, r in responses.by_key.items() if k not in local}
-    ids = _Ids(state.path, cycles, responses.callers, state.sent, state.answered)
+    ids = Ids(state.path, cycles, responses.callers, state.sent, state.answered)
     return out, ids
 
 
-def _requests_check(path: Path, sent: dict[str, int], answered: set[str], rows: int) -> list[dict]:
+def requests_check(path: Path, sent: dict[str, int], answered: set[str], rows: int) -> list[dict]:
     """The requests the CLI says it sent (``api-request`` lines, CLI ≥ 2.1.3xx) against the responses read.
 
     A request with no response line was failed, retried or cut off (a killed CLI): its tokens are not in
@@ -438,3 +439,29 @@ def _event(
         "timestamp": line.timestamp,
         "detail": detail,
     }
+
+
+def judge(line: dict) -> bool:
+    """A session line: Claude Code's linking keys (``parentUuid``, ``sessionId``, ``isSidechain``)."""
+    return "parentUuid" in line or "sessionId" in line or "isSidechain" in line
+
+
+def joined(
+    files: list[Ids], attrs: list[dict[str, list]], rows: list[int]
+) -> tuple[list[dict[str, list]], list[set[int]], list[dict]]:
+    """``read``'s steps across files on the files' ids alone (``Reader.join``, for the parse cache, which keeps
+    the ids and not the rows): each file's attrs with its requests check, the cycles dropped per file as
+    repeats of another file's responses, and ``attrs["repeats"]``. ``attrs`` and ``rows``: each file's own."""
+    answered = set().union(*(found.answered for found in files))
+    dropped, repeats = repeated(files)
+    out, cycles = [], []
+    for index, (found_ids, own_attrs, count) in enumerate(zip(files, attrs, rows, strict=True)):
+        own = dropped.get(index, set())
+        found = without(own_attrs, count, own) if own else dict(own_attrs)
+        found["crosscheck"] = requests_check(found_ids.path, found_ids.sent, answered, count)
+        out.append(found)
+        cycles.append(own)
+    return out, cycles, repeats
+
+
+READER = Reader(FORMAT, judge, read, role=file_role, resume=Resume(_State, start, scan, finish), join=joined)

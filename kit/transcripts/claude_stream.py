@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit.transcripts._base import Issues, Parsed, as_dict, file_summary, json_lines, text
-from kit.transcripts._claude import Responses, content_of, is_synthetic
+from kit.transcripts._base import Issues, Parsed, Reader, as_dict, file_summary, json_lines, text
+from kit.transcripts._claude import Responses, content_of, file_role, is_synthetic
 
 FORMAT = "claude_stream"
 KNOWN = {"system", "assistant", "user", "result", "stream_event"}
@@ -165,3 +165,11 @@ def _event(path: Path, number: int, responses: Responses, kind: str, detail: dic
         "timestamp": None,
         "detail": detail,
     }
+
+
+def judge(line: dict) -> bool:
+    """A ``claude -p --output-format stream-json`` line: a ``session_id`` and one of its line types."""
+    return "session_id" in line and text(line.get("type")) in KNOWN
+
+
+READER = Reader(FORMAT, judge, read, role=file_role)

@@ -22,7 +22,7 @@ from pathlib import Path
 import orjson
 
 from kit.transcripts import _usage
-from kit.transcripts._base import Issues, Parsed, as_dict, json_lines, text
+from kit.transcripts._base import Issues, Parsed, Reader, as_dict, json_lines, text
 from kit.transcripts._tools import result_row, text_chars
 
 FORMAT = "codex_exec"
@@ -159,3 +159,12 @@ def _delta(turn: _Turn, previous: dict | None, issues: Issues) -> dict:
     except _usage.UsageError as exc:
         issues.add(turn.path, turn.line, f"{exc}; usage of this turn unknown")
         return _usage.unknown()
+
+
+def judge(line: dict) -> bool:
+    """A ``codex exec --json`` event: a ``thread.*``, ``turn.*`` or ``item.*`` type."""
+    kind = text(line.get("type"))
+    return kind is not None and kind.split(".")[0] in ("thread", "turn", "item")
+
+
+READER = Reader(FORMAT, judge, read, across_files=True)  # a thread's turns are differenced across its files

@@ -46,11 +46,26 @@ import orjson
 from kit.framing import block_framing, block_tokens, result_block
 from kit.jsontypes import Row
 from kit.transcripts import _usage
-from kit.transcripts._base import Issues, Parsed, Position, Unused, as_dict, file_summary, records, text
+from kit.transcripts._base import (
+    MAIN,
+    Issues,
+    Parsed,
+    Position,
+    Reader,
+    Resume,
+    Unused,
+    as_dict,
+    file_summary,
+    json_lines,
+    records,
+    text,
+)
 from kit.transcripts._tools import exit_failed, result_row, text_of
 
 FORMAT = "codex_rollout"
 BACKEND = "codex"
+# The line types a rollout wraps in a ``payload`` envelope, as format detection looks for them
+ENVELOPED = {"session_meta", "response_item", "event_msg", "turn_context", "token_usage_record", "compacted"}
 KNOWN = {"session_meta", "response_item", "event_msg", "turn_context", "token_usage_record", "compacted", "world_state"}
 CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"}
 RESULTS = {"function_call_output", "custom_tool_call_output"}
@@ -468,7 +483,9 @@ class _File:
                 return
             shown, is_error = _tool_output(output)
             sizes = item.result_block(output, shown)
-            self.tools.append(result_row(cycle + 1, name, len(shown), is_error or failed, block=sizes))
+            self.tools.append(
+                result_row(cycle + 1, name, len(shown), is_error or failed, block=sizes, path=str(self.path))
+            )
 
     def _completed(self, number: int, raw: msgspec.Raw) -> None:
         """An ``item_completed`` event: a failed command marks its call, or, run inside a Code Mode cell
@@ -646,3 +663,31 @@ class _File:
 
 
 STATE = _File  # the type the parse cache decodes a kept state into (``kit.transcripts.cache``)
+
+
+def _finish(state: _File) -> tuple[Parsed, None]:
+    """A file read to its end (``Resume.finish``): a rollout's rows need nothing of the other files."""
+    return state.finish(), None
+
+
+def judge(line: dict) -> bool:
+    """A rollout line: one of its line types in a ``payload`` envelope."""
+    return text(line.get("type")) in ENVELOPED and "payload" in line
+
+
+def file_role(path: Path) -> str:
+    """Whose window a rollout's responses fill, as its ``session_meta`` says (``source.subagent``: ``compact``,
+    ``review``, a ``thread_spawn``; or ``thread_source: subagent``). A fork of the main thread
+    (``forked_from_id``) continues the main conversation."""
+    for _, line in json_lines(path, Issues()):  # problems are the reader's to report
+        payload = as_dict(line.get("payload"))
+        if line.get("type") != "session_meta":
+            break
+        subagent = as_dict(payload.get("source")).get("subagent")
+        if subagent == "compact":
+            return "compaction"
+        return "subagent" if subagent is not None or payload.get("thread_source") == "subagent" else MAIN
+    return MAIN
+
+
+READER = Reader(FORMAT, judge, read, role=file_role, resume=Resume(_File, start, scan, _finish))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kit.transcripts import _usage
-from kit.transcripts._base import Issues, Parsed, as_list, file_summary, int_or_none, json_lines, text
+from kit.transcripts._base import Issues, Parsed, Reader, as_list, file_summary, int_or_none, json_lines, text
 from kit.transcripts._tools import result_row
 
 FORMAT = "provider_log"
@@ -68,6 +68,16 @@ def _read_file(path: Path, issues: Issues) -> Parsed:
             if isinstance(result, dict):
                 chars, error = int_or_none(result.get("chars")), result.get("is_error") is True
                 block = int_or_none(result.get("framing_chars")), int_or_none(result.get("o200k_tokens"))
-                out.tools.append(result_row(cycle, result.get("name"), chars, error, trial_id=trial, block=block))
+                out.tools.append(
+                    result_row(cycle, result.get("name"), chars, error, trial_id=trial, block=block, path=str(path))
+                )
     out.attrs["files"].append(file_summary(path, FORMAT, out.rows))
     return out
+
+
+def judge(line: dict) -> bool:
+    """A line of the embedded provider's log: its ``kit_provider_log`` version (``kit.provider.log``)."""
+    return line.get("kit_provider_log") is not None
+
+
+READER = Reader(FORMAT, judge, read)

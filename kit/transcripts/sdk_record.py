@@ -17,6 +17,7 @@ from kit.transcripts import _usage
 from kit.transcripts._base import (
     Issues,
     Parsed,
+    Reader,
     as_dict,
     as_list,
     file_summary,
@@ -161,3 +162,11 @@ def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
     if not tools:
         out.tools = []
     return out
+
+
+def judge(line: dict) -> bool:
+    """A response record of the kit's SDK agents: its ``kit_sdk`` version (``kit.agents.sdk``)."""
+    return line.get("kit_sdk") is not None
+
+
+READER = Reader(FORMAT, judge, read)

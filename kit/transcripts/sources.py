@@ -29,8 +29,8 @@ import pandas as pd
 from kit.experiment.layout import BATCH_LOG, TrialDir
 from kit.jsontypes import Row
 from kit.records import TrialMeta
-from kit.transcripts import read
-from kit.transcripts._base import Issues, TranscriptError, as_dict, json_lines
+from kit.transcripts import read, readers
+from kit.transcripts._base import MAIN, TranscriptError
 from kit.transcripts._detect import detect
 
 CHECKED = ["input_tokens", "cache_read_tokens", "output_tokens"]
@@ -105,28 +105,11 @@ def batch_log(path: Path) -> Path | None:
 
 
 def file_role(path: Path, fmt: str) -> str:
-    """``main``, ``subagent`` or ``compaction``: whose window a transcript file's responses fill.
-
-    Claude Code writes subagents to ``subagents/agent-*.jsonl`` and compaction requests to
-    ``agent-acompact-*``; a Codex rollout says so in its ``session_meta`` (``source.subagent``:
-    ``compact``, ``review``, a ``thread_spawn``; or ``thread_source: subagent``). A fork of the main
-    thread (``forked_from_id``) continues the main conversation.
-    """
-    if fmt in ("claude_session", "claude_stream"):
-        if path.name.startswith("agent-acompact"):
-            return "compaction"
-        return "subagent" if path.name.startswith("agent-") or path.parent.name == "subagents" else "main"
-    if fmt != "codex_rollout":
-        return "main"
-    for _, line in json_lines(path, Issues()):  # problems are the reader's to report
-        payload = as_dict(line.get("payload"))
-        if line.get("type") != "session_meta":
-            break
-        subagent = as_dict(payload.get("source")).get("subagent")
-        if subagent == "compact":
-            return "compaction"
-        return "subagent" if subagent is not None or payload.get("thread_source") == "subagent" else "main"
-    return "main"
+    """``main``, ``subagent`` or ``compaction``: whose window a transcript file's responses fill, as the reader of
+    ``fmt`` tells from the file (``Reader.role``: Claude Code's file names, a Codex rollout's ``session_meta``);
+    ``main`` for a format no reader has."""
+    reader = readers.get(fmt)
+    return reader.role(path) if reader is not None else MAIN
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 from kit import schema, transcripts
-from kit.transcripts import _base, cache
-from tests.support import FIXTURES
+from kit.transcripts import _base, cache, parallel
+from tests.support import FIXTURES, ROOT
 
 TRANSCRIPTS = FIXTURES / "transcripts"
 SESSION = "claude-session_spotter_tool_heavy.jsonl"
@@ -90,6 +90,20 @@ def test_changed_files_are_read_again(tmp_path: Path) -> None:
     same(transcripts.tables(folder, cache=store), want)
 
 
+def test_a_plain_read_never_loads_the_cache() -> None:
+    """A read without ``cache=`` (a batch's parse stage), in one process or over two, does not import the parse
+    cache: it is only on the path that asked for it."""
+    code = (
+        "import os, sys\nfrom kit import transcripts\nfrom kit.transcripts import parallel\n"
+        f"transcripts.tables({str(TRANSCRIPTS)!r}, tool_paths=True)\n"
+        "parallel.PARALLEL_MIN_BYTES = 0\nos.sched_getaffinity = lambda _: {0, 1}\n"
+        f"rows, _ = transcripts.tables({str(TRANSCRIPTS)!r}, tool_paths=True)\n"
+        "print(len(rows) > 0, 'kit.transcripts.cache' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.split() == ["True", "False"]
+
+
 def test_content_check_sees_a_same_size_rewrite(tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
     path.write_bytes(b"x" * 10_000)
@@ -104,8 +118,8 @@ def test_parallel_read_agrees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
     """Files taken one at a time by each process (with two workers, their files interleave in the segment)."""
     folder = history(tmp_path)
     want = cold(folder)
-    monkeypatch.setattr(cache, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(cache.os, "sched_getaffinity", lambda _: set(range(cores)))
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _: set(range(cores)))
     same(transcripts.tables(folder), want)  # cache=None: processes, nothing kept
     same(transcripts.tables(folder, cache=tmp_path / "cache"), want)
 
@@ -115,9 +129,9 @@ def test_every_process_takes_files_each_read_once(tmp_path: Path, monkeypatch: p
     from the back); every file is read once, and the tables are those of a read in one process."""
     folder = history(tmp_path)
     want = cold(folder)
-    monkeypatch.setattr(cache, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(cache.os, "sched_getaffinity", lambda _: {0, 1, 2})
-    real, shared = cache._read_one, cache._shared_work
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _: {0, 1, 2})
+    real, shared = parallel.read_one, parallel.shared_work
 
     def slow(*args):
         time.sleep(0.05)  # longer than a worker takes to start
@@ -132,8 +146,8 @@ def test_every_process_takes_files_each_read_once(tmp_path: Path, monkeypatch: p
         taken.extend([meta["path"] for meta in metas] for _, _, metas in results)
         return results
 
-    monkeypatch.setattr(cache, "_read_one", slow)  # forked workers inherit it
-    monkeypatch.setattr(cache, "_shared_work", spy)
+    monkeypatch.setattr(parallel, "read_one", slow)  # forked workers inherit it
+    monkeypatch.setattr(parallel, "shared_work", spy)
     same(transcripts.tables(folder), want)
     assert len(taken) == 3 and all(taken)
     assert sorted(path for paths in taken for path in paths) == sorted(order)
@@ -169,8 +183,8 @@ def test_copies_found_as_without_the_cache(tmp_path: Path, monkeypatch: pytest.M
     duplicate = f"duplicate of {folder / 'copy.jsonl'} (same content); counted once"
     assert [i["reason"] for i in want[0].attrs["issues"]].count(duplicate) == 1
     same(transcripts.tables(folder, cache=tmp_path / "cache"), want)
-    monkeypatch.setattr(cache, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(cache.os, "sched_getaffinity", lambda _: {0, 1})
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _: {0, 1})
     same(transcripts.tables(folder), want)
 
 
@@ -247,13 +261,13 @@ def test_grown_files_read_from_their_kept_state_agree(tmp_path: Path, monkeypatc
         with open(folder / name, "ab") as handle:  # a bad line in one tail: read line by line, reported in place
             handle.write(halves(name)[1] + (b"{not json\n" if name == SESSION else b""))
     resumed = {}
-    real = cache._read_one
+    real = parallel.read_one
 
     def spy(fmt: str, path: Path, tools: bool, resume: bytes | None, keep: bool):
         resumed[path.name] = resume is not None
         return real(fmt, path, tools, resume, keep)
 
-    monkeypatch.setattr(cache, "_read_one", spy)
+    monkeypatch.setattr(parallel, "read_one", spy)
     want = both(folder, tools)
     resumed.clear()
     same(both(folder, tools, store), want)
@@ -346,7 +360,7 @@ def test_gather_by_slices_and_by_take_agree() -> None:
     rows = [{"source_path": f"p{i % 7}", "cycle": i, "model": None if i % 3 else "m"} for i in range(300)]
     chunked = pd.concat([schema.requests_frame(rows[:50]), schema.requests_frame(rows[50:120])], ignore_index=True)
     frames = [chunked, schema.requests_frame(rows[120:])]
-    segments = {str(n): cache.Segment(f, cache._tool_frame([])) for n, f in enumerate(frames)}
+    segments = {str(n): cache.Segment(f, parallel.tool_frame([])) for n, f in enumerate(frames)}
     arrays = [segments[str(n)].arrays("requests") for n in range(len(frames))]
     few = np.concatenate([np.arange(0, 40), np.arange(200, 260), np.arange(45, 130)])
     many = np.random.default_rng(0).permutation(300)[:200]
@@ -521,7 +535,7 @@ def test_attrs_keys_a_reader_adds_are_gathered_in_the_order_first_seen(
 
 
 def test_an_empty_file_given_twice_is_assembled_as_without_the_cache(tmp_path: Path) -> None:
-    """An empty file has no content to be a copy of, so given twice it is read twice (``_groups``): the
+    """An empty file has no content to be a copy of, so given twice it is read twice (``group_files``): the
     tables are then not spliced (one place per file) and equal a read without the cache."""
     folder = tmp_path / "h"
     rollouts(folder)
@@ -541,7 +555,7 @@ def test_split_cuts_runs_where_a_source_ends() -> None:
 
 
 def test_files_that_cannot_be_read_are_reported_as_without_the_cache(tmp_path: Path) -> None:
-    """A missing file among those given: the cache knows no size or format for it, so ``_groups`` asks the
+    """A missing file among those given: the cache knows no size or format for it, so ``group_files`` asks the
     file system, and reports it in its place as a read without the cache does."""
     folder = tmp_path / "h"
     rollouts(folder)
@@ -566,7 +580,7 @@ def test_cut_by_blocks_agrees_with_concat_and_take(monkeypatch: pytest.MonkeyPat
     ]
     chunked = pd.concat([schema.requests_frame(rows[:50]), schema.requests_frame(rows[50:120])], ignore_index=True)
     frames = [chunked, schema.requests_frame(rows[120:])]
-    segments = [cache.Segment(f, cache._tool_frame([])) for f in frames]
+    segments = [cache.Segment(f, parallel.tool_frame([])) for f in frames]
     arrays = [s.arrays("requests") for s in segments]
     blocks = [s.blocks("requests") for s in segments]
     runs = [(0, 40), (200, 60), (45, 85), (290, 10), (130, 5)]
@@ -585,7 +599,9 @@ def test_cut_by_blocks_agrees_with_concat_and_take(monkeypatch: pytest.MonkeyPat
                 else:
                     assert column.__arrow_array__().num_chunks <= limit
                     assert column.__arrow_array__().equals(values.column(i))
-        again = cache._cut([cache.Segment(got, cache._tool_frame([])).arrays("requests")], [got], [(5, 100)], [made])[0]
+        again = cache._cut([cache.Segment(got, parallel.tool_frame([])).arrays("requests")], [got], [(5, 100)], [made])[
+            0
+        ]
         pd.testing.assert_frame_equal(again, want.iloc[5:105].reset_index(drop=True))
 
 

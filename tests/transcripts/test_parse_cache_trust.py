@@ -21,7 +21,7 @@ import pyarrow as pa
 import pytest
 
 from kit import transcripts
-from kit.transcripts import cache
+from kit.transcripts import cache, parallel
 from tests.support import FIXTURES
 
 TRANSCRIPTS = FIXTURES / "transcripts"
@@ -155,17 +155,17 @@ def test_a_pickle_in_a_kept_reader_state_never_loads(tmp_path: Path) -> None:
         with open(folder / name, "ab") as handle:
             handle.write(halves[name][1])
     resumed = {}
-    real = cache._read_one
+    real = parallel.read_one
 
     def spy(fmt, path, tools, resume, keep):
         resumed[path.name] = resume is not None
         return real(fmt, path, tools, resume, keep)
 
-    cache._read_one, saved = spy, real
+    parallel.read_one, saved = spy, real
     try:
         got = transcripts.tables(folder, cache=store)
     finally:
-        cache._read_one = saved
+        parallel.read_one = saved
     assert resumed == dict.fromkeys(GROWN, True)  # the planted states were handed to the readers
     assert not marker.exists()
     same_as_cold(got, folder, store)
