@@ -62,7 +62,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kit.errors import InputError
+from kit.errors import InputError, KitError
 from kit.framing import result_block
 from kit.jsontypes import JsonObject
 from kit.provider import wire_anthropic, wire_openai
@@ -106,8 +106,9 @@ class _Answer:
     logged: dict[str, Any]  # status 200's log fields: response id, usage, wire usage, tool calls and results
 
 
-class HttpError(Exception):
-    """A request refused before it is parsed (bad JSON, too large)."""
+class HttpError(KitError):
+    """A request refused before it is parsed (bad JSON, too large): answered in the API's shape, never raised
+    out of the server."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
