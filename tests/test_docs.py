@@ -23,6 +23,7 @@ import nbformat
 import pyarrow.parquet as pq
 import pytest
 
+from bench import house
 from kit.cli import columns
 from tests.support import FIXTURES, ROOT
 
@@ -133,39 +134,37 @@ def test_nothing_points_outside_the_repository():
     assert not hits, "references a fresh clone cannot follow:\n" + "\n".join(hits)
 
 
-def _kit_imports(path: Path) -> set[str]:
-    """Every ``kit…`` module a file imports, at any depth of the file (lazy imports count)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "kit"}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "kit":
-            found |= {f"{node.module}.{a.name}" for a in node.names}
-    return found
+def test_every_import_goes_down_the_floors_docs_design_md_states():
+    """docs/design.md's ``floors`` and ``apart`` blocks are the layering; every import of kit/ (function-level
+    ones included) keeps to them, and every module of kit/ is on a floor."""
+    rules = house.floors()
+    assert rules.floor and rules.apart, "docs/design.md lost its floors or apart block"
+    unplaced = [house.module_of(p, ROOT / "kit") for p in house._sources(ROOT / "kit")]
+    assert [m for m in unplaced if rules.of(m) is None] == []
+    wrong = house.wrong_imports(ROOT / "kit", rules)
+    assert not wrong, "imports against docs/design.md's floors:\n" + "\n".join(wrong)
 
 
-@pytest.mark.parametrize(
-    ("modules", "forbidden"),
-    [
-        ("provider/*.py", ("kit.agents", "kit.tasks", "kit.transcripts", "kit.params", "kit.cli")),
-        ("transcripts/*.py", ("kit.agents", "kit.provider", "kit.cli")),
-        ("analysis/cachemodel.py", ("kit.agents", "kit.transcripts", "kit.provider.server", "kit.provider.wire")),
-        ("provider/cache.py", ("kit.provider.server", "kit.provider.wire", "kit.cli")),
-        ("analysis/*.py", ("kit.agents", "kit.transcripts", "kit.cli")),
-        ("stats/*.py", ("kit.agents", "kit.transcripts")),
-        ("stages/analyze.py", ("kit.agents", "kit.transcripts")),
-        ("stages/plot.py", ("kit.agents", "kit.transcripts")),
-        ("charts/*.py", ("kit.agents", "kit.transcripts", "kit.stages")),
-        ("report/*.py", ("kit.agents", "kit.transcripts", "kit.cli")),
-        ("agents/*.py", ("kit.experiment.layout", "kit.cli")),
-    ],
-)
-def test_imports_go_down_as_docs_design_md_says(modules: str, forbidden: tuple[str, ...]):
-    paths = sorted((ROOT / "kit").glob(modules))
-    assert paths, f"kit/{modules} matches no file: the layout moved, so move this rule with it"
-    for path in paths:
-        wrong = sorted(m for m in _kit_imports(path) if m.startswith(forbidden))
-        assert not wrong, f"{path.relative_to(ROOT)} imports {wrong} (docs/design.md, 'Who imports whom')"
+def test_the_floor_rules_can_fail(tmp_path: Path):
+    """The checker sees an import up a floor, one across an ``apart`` line, and a private name, function-level too."""
+    kit = tmp_path / "kit"
+    (kit / "provider").mkdir(parents=True)
+    (kit / "analysis").mkdir()
+    (kit / "__init__.py").write_text("")
+    (kit / "provider" / "__init__.py").write_text("")
+    (kit / "provider" / "cache.py").write_text("def f():\n    from kit.stages import run\n")
+    (kit / "analysis" / "__init__.py").write_text("")
+    (kit / "analysis" / "m.py").write_text("import kit.transcripts.x\nfrom kit.provider.cache import _y\n")
+    rules = house.floors()
+    wrong = house.wrong_imports(kit, rules)
+    assert any("kit.provider.cache (floor 1) -> kit.stages.run (floor 5)" in w for w in wrong), wrong
+    assert any("kit.analysis.m (floor 3) -> kit.transcripts.x" in w for w in wrong), wrong
+    assert [p.split(": ", 1)[1] for p in house.private_imports(kit)] == ["from kit.provider.cache import _y"]
+
+
+def test_no_module_imports_a_private_name_of_another():
+    found = house.private_imports(ROOT / "kit")
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("notebook", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
@@ -227,3 +226,32 @@ def test_the_pre_commit_hooks_are_a_valid_configuration():
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _recipes() -> dict[str, str]:
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    return dict(re.findall(r"^### (.+?)\n(.*?)(?=^### |\Z)", text, flags=re.M | re.S))
+
+
+def test_contributing_has_five_recipes_each_with_a_test_to_copy_and_a_worked_example():
+    recipes = _recipes()
+    assert list(recipes) == ["A backend", "A transcript format", "A task pack", "A figure", "A statistic"]
+    for name, body in recipes.items():
+        copy = re.search(r"Test to copy: `([^`]+)`", body)
+        assert copy and (ROOT / copy.group(1)).is_file(), f"{name}: no test to copy, or it is gone"
+        assert "Worked example:" in body, name
+
+
+def test_every_path_contributing_names_exists_or_its_worked_example_touched_it():
+    """A recipe's files are today's; a path of another day is one its worked-example commit touched."""
+    for name, body in _recipes().items():
+        commits = re.findall(r"commit `([0-9a-f]{7,40})`", body)
+        touched: set[str] = set()
+        for commit in commits:
+            shown = subprocess.run(
+                ["git", "show", "--name-only", "--format=", commit], cwd=ROOT, capture_output=True, text=True
+            )
+            assert shown.returncode == 0, f"{name}: commit {commit} is not in this repository's history"
+            touched |= set(shown.stdout.split())
+        for path in re.findall(r"`((?:kit|tests|params|bench|docs)/[^`\s<]*)`", body):  # <name>: a placeholder
+            assert (ROOT / path).exists() or path in touched, f"{name}: {path} neither exists nor was touched"
