@@ -169,7 +169,7 @@ def serve_cli(*args: str) -> Iterator[list[str]]:
     finally:
         proc.send_signal(signal.SIGINT)  # Ctrl-C: the CLI stops the server and closes the log
         try:
-            assert proc.wait(timeout=15) == 0
+            assert proc.wait(timeout=120) == 0
         finally:
             if proc.poll() is None:
                 proc.kill()

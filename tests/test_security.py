@@ -68,7 +68,7 @@ def _serve_cli(*args: str, netns: bool = False) -> subprocess.Popen:
 
 def test_the_command_line_refuses_a_non_loopback_host_without_the_flag():
     proc = _serve_cli("--host", "0.0.0.0")
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 2 and out == ""
     assert "refusing to bind '0.0.0.0'" in err and "--allow-non-loopback" in err
 
@@ -92,7 +92,7 @@ def test_the_command_line_binds_elsewhere_only_with_the_flag_and_warns():
         assert url.startswith("http://0.0.0.0:")
     finally:
         proc.terminate()
-        _, err = proc.communicate(timeout=10)
+        _, err = proc.communicate(timeout=120)
     assert "the simulated provider is listening on non-loopback '0.0.0.0'" in err
 
 

@@ -169,7 +169,7 @@ class Browser:
         with contextlib.suppress(RuntimeError, TimeoutError, OSError):
             self.call("Browser.close", browser=True)
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()

@@ -431,7 +431,7 @@ def test_mcp_cache_bust_server_speaks_stdio_json_rpc():
         input="".join(json.dumps(m) + "\n" for m in messages),
         capture_output=True,
         text=True,
-        timeout=20,
+        timeout=120,
         env={"PATH": os.environ.get("PATH", "")},
     )
     replies = [json.loads(line) for line in done.stdout.splitlines()]
@@ -465,7 +465,7 @@ def test_mcp_kit_tools_server_offers_the_sdk_agents_explore(tmp_path):
         input="".join(json.dumps(m) + "\n" for m in messages),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
     replies = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
     spec = filetools.EXTRA_SPECS["explore"]

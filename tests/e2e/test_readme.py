@@ -113,7 +113,7 @@ def _serving(command: str, clone: Path) -> Iterator[subprocess.CompletedProcess]
         yield subprocess.CompletedProcess(command, 0 if ok else 1, first, "")
     finally:
         proc.terminate()
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=120)
 
 
 def _dispatch(command: str, clone: Path) -> subprocess.CompletedProcess:

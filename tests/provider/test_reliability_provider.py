@@ -143,7 +143,7 @@ def test_oversized_bodies_declared_or_chunked_get_413_and_others_are_served(prov
 
 
 def _raw(p, data: bytes) -> socket.socket:
-    sock = socket.create_connection((p.host, p.port), timeout=10)
+    sock = socket.create_connection((p.host, p.port), timeout=60)
     sock.sendall(data)
     return sock
 
@@ -181,7 +181,7 @@ def test_slowloris_connections_do_not_block_anyone(provider):
     try:
         for _ in range(3):
             still_serves(provider)
-        client = openai.OpenAI(base_url=provider.base_url + "/v1", api_key=KEY, max_retries=0, timeout=10)
+        client = openai.OpenAI(base_url=provider.base_url + "/v1", api_key=KEY, max_retries=0, timeout=60)
         with client.responses.stream(model="sim-model", input="streaming still works?") as stream:
             assert "simulated" in stream.get_final_response().output_text
     finally:
@@ -318,7 +318,7 @@ def test_dropped_response_is_an_error_for_its_client_only(tmp_path, stream):
 def test_a_hanging_response_times_out_its_client_while_others_are_served(tmp_path):
     with serve(policy=Faulty("hang"), log_path=tmp_path / "log.jsonl") as p:
         slow = openai.OpenAI(base_url=p.base_url + "/v1", api_key=KEY, max_retries=0, timeout=3)
-        fast = openai.OpenAI(base_url=p.base_url + "/v1", api_key=KEY, max_retries=0, timeout=10)
+        fast = openai.OpenAI(base_url=p.base_url + "/v1", api_key=KEY, max_retries=0, timeout=60)
         outcome: list[object] = []
 
         def hang() -> None:
