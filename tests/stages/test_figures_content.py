@@ -19,6 +19,7 @@ import pytest
 
 from kit import charts
 from kit.experiment.layout import BatchDir
+from kit.records import AnalysisFiles
 from kit.report import batch as report
 from kit.stages import analyze, plot
 from tests.report_tables import DESIGN
@@ -29,19 +30,17 @@ matplotlib.use("Agg")
 EXAMPLES = ROOT / "outputs" / "examples"
 
 
-def _example(name: str) -> dict:
-    data = plot._read(BatchDir(EXAMPLES / name))
-    data["arms_csv"] = pd.read_csv(EXAMPLES / name / "analysis" / "arms.csv")
-    return data
+def _example(name: str) -> AnalysisFiles:
+    return BatchDir(EXAMPLES / name).read_analysis()
 
 
 @pytest.fixture(scope="module")
-def batch_read() -> dict:
+def batch_read() -> AnalysisFiles:
     return _example("batch-read")
 
 
 @pytest.fixture(scope="module")
-def terse() -> dict:
+def terse() -> AnalysisFiles:
     return _example("terse")
 
 
@@ -61,8 +60,8 @@ def _copy(name: str, into: Path) -> Path:
 
 
 def test_warmth_cold_end_is_the_input_ratio_and_the_total_ratio_is_drawn_apart(terse):
-    observed, warmth = terse["observed"], terse["warmth"]
-    ax = charts.warmth_vs_ratio(warmth, observed, terse["design"]).axes[0]
+    observed, warmth = terse.observed, terse.warmth
+    ax = charts.warmth_vs_ratio(warmth, observed, terse.design).axes[0]
     cold = [line for line in ax.lines if line.get_label().startswith(charts.INPUT_LABEL)]
     total = [line for line in ax.lines if line.get_label().startswith(charts.TOTAL_LABEL)]
     assert len(cold) == 1 and len(total) == 1
@@ -74,9 +73,9 @@ def test_warmth_cold_end_is_the_input_ratio_and_the_total_ratio_is_drawn_apart(t
 
 
 def test_warmth_axis_spans_the_replayed_hit_rates_and_names_the_arms(batch_read):
-    fig = charts.warmth_vs_ratio(batch_read["warmth"], batch_read["observed"], batch_read["design"])
+    fig = charts.warmth_vs_ratio(batch_read.warmth, batch_read.observed, batch_read.design)
     ax = fig.axes[0]
-    warmth = batch_read["warmth"]
+    warmth = batch_read.warmth
     reach = float(((warmth["hit_rate_a"] + warmth["hit_rate_b"]) / 2).max())  # full survival: 46 %, not 100 %
     assert reach == pytest.approx(0.464, abs=0.001)
     assert ax.get_xlim() == pytest.approx((0.0, reach * 1.08))
@@ -88,7 +87,7 @@ def test_warmth_axis_spans_the_replayed_hit_rates_and_names_the_arms(batch_read)
 
 
 def test_warmth_without_any_cache_hit_still_gets_an_axis(terse):
-    fig = charts.warmth_vs_ratio(terse["warmth"], terse["observed"], terse["design"])
+    fig = charts.warmth_vs_ratio(terse.warmth, terse.observed, terse.design)
     assert fig.axes[0].get_xlim() == pytest.approx((0.0, 0.05))
     assert any("no cache hit at any replayed warmth" in t.get_text() for t in fig.texts)
 
@@ -97,10 +96,10 @@ def test_warmth_without_any_cache_hit_still_gets_an_axis(terse):
 
 
 def test_forest_axis_is_clamped_and_far_bounds_are_labelled_arrows(batch_read):
-    ratios = batch_read["ratios"].copy()
+    ratios = batch_read.ratios.copy()
     total_row = ratios.index[ratios["metric"] == "total_tokens"][0]
     ratios.loc[total_row, "lower"] = 1 / 76.63  # an absurd bound, as an uncapped interval once gave
-    ax = charts.ratio_forest(ratios, batch_read["design"]).axes[0]
+    ax = charts.ratio_forest(ratios, batch_read.design).axes[0]
     assert ax.get_xscale() == "log"
     low, high = ax.get_xlim()
     shown = 1 / ratios.loc[ratios["metric"] != "grade", "estimate"]  # "times fewer", as the headline reads
@@ -115,7 +114,7 @@ def test_forest_axis_is_clamped_and_far_bounds_are_labelled_arrows(batch_read):
 
 
 def test_forest_runs_the_way_the_headline_reads(batch_read):
-    ratios, design = batch_read["ratios"], batch_read["design"]
+    ratios, design = batch_read.ratios, batch_read.design
     total = ratios[ratios["metric"] == "total_tokens"].iloc[0]
     headline = report.total_sentences(ratios, design)[0]
     assert headline.startswith(f"batching feeds {1 / total['estimate']:.2f}× fewer total tokens than placebo")
@@ -132,7 +131,7 @@ def test_forest_runs_the_way_the_headline_reads(batch_read):
 
 
 def test_forest_keeps_more_when_the_headline_says_more(terse):
-    ratios, design = terse["ratios"], terse["design"]
+    ratios, design = terse.ratios, terse.design
     assert "1.09× more total tokens" in report.total_sentences(ratios, design)[0]
     ax = charts.ratio_forest(ratios, design).axes[0]
     assert ax.get_xlabel().startswith("times more = mean(arm) / mean(baseline)")
@@ -144,7 +143,7 @@ def test_forest_keeps_more_when_the_headline_says_more(terse):
 
 
 def test_token_axes_start_at_zero(batch_read):
-    fig = charts.arm_distributions(batch_read["trials"], batch_read["design"])
+    fig = charts.arm_distributions(batch_read.trials, batch_read.design)
     for ax in fig.axes[:2]:
         assert ax.get_ylim()[0] == 0
 
@@ -153,8 +152,8 @@ def test_token_axes_start_at_zero(batch_read):
 
 
 def test_cycle_growth_has_thin_trial_lines_and_a_bold_mean_per_arm(batch_read):
-    requests = batch_read["requests"]
-    ax = charts.cycle_growth(requests, batch_read["design"]).axes[0]
+    requests = batch_read.requests
+    ax = charts.cycle_growth(requests, batch_read.design).axes[0]
     trials = [line for line in ax.lines if line.get_label().startswith("_trial")]
     means = [line for line in ax.lines if " mean " in line.get_label()]
     assert len(trials) == requests["trial_id"].nunique() == 10
@@ -183,7 +182,7 @@ def test_cycle_growth_mean_counts_a_finished_trial_at_its_total():
 
 def test_occupancy_legend_lists_only_categories_present():
     data = _example("occupancy")
-    ax = charts.occupancy_bars(data["occupancy"], data["design"]).axes[0]
+    ax = charts.occupancy_bars(data.occupancy, data.design).axes[0]
     assert sorted(_legend(ax)) == ["Grep/Glob", "Read", "base", "explore tool"]  # no Bash/exec, other tools
 
 
@@ -192,13 +191,13 @@ def test_occupancy_legend_lists_only_categories_present():
 )
 def test_occupancy_figure_only_where_occupancy_is_the_question(name, drawn):
     data = _example(name)
-    assert plot.occupancy_is_the_question(data["design"], data["occupancy"]) is drawn
-    assert ("occupancy_bars" in plot.figures_for(data["design"], data["occupancy"])) is drawn
+    assert plot.occupancy_is_the_question(data.design, data.occupancy) is drawn
+    assert ("occupancy_bars" in plot.figures_for(data.design, data.occupancy)) is drawn
 
 
 def test_an_explore_arm_asks_the_occupancy_question_whatever_the_task():
     data = _example("occupancy")
-    occupancy, design = data["occupancy"], msgspec.structs.replace(data["design"], task="my-repo")
+    occupancy, design = data.occupancy, msgspec.structs.replace(data.design, task="my-repo")
     assert plot.occupancy_is_the_question(design, occupancy)
     assert not plot.occupancy_is_the_question(design, occupancy[occupancy["arm"] == "files"])
 
@@ -216,15 +215,15 @@ def _total_interval(ax, y: int) -> tuple[float, float, float]:
 
 
 def test_quality_parity_quotes_arms_csv(batch_read):
-    arms = batch_read["arms_csv"]
+    arms = batch_read.arms
     totals = arms[arms["metric"] == "total_tokens"].set_index("arm")
     for given in (arms, None):  # handed arms.csv, or computing it as the analyze stage does
-        right = charts.quality_parity(batch_read["trials"], batch_read["design"], given).axes[1]
+        right = charts.quality_parity(batch_read.trials, batch_read.design, given).axes[1]
         for y, arm in enumerate(["batching", "placebo"]):
             mean, lower, upper = _total_interval(right, y)
             assert (mean, lower, upper) == pytest.approx(tuple(totals.loc[arm, ["mean", "lower", "upper"]]))
     assert not hasattr(charts, "_mean_ci")
-    grades = charts.grade_summary(batch_read["trials"], arms).set_index("arm")
+    grades = charts.grade_summary(batch_read.trials, arms).set_index("arm")
     assert grades.loc["batching", "mean"] == 1.0 and np.isnan(grades.loc["batching", "lower"])  # zero variance
 
 
