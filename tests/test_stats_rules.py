@@ -151,7 +151,7 @@ def test_plan_from_a_pilot_and_for_params():
     pilot = batch(40, cv=0.5)
     p = stats.plan(pilot=pilot, precision=2.0, arm="a", baseline="b")
     assert 0.35 < p.cv_arm < 0.65 and "pilot of 40" in p.source
-    line = stats.plan_for_params({"runs_per_arm": 5}, cv=0.5, precision=1.5)
+    line = stats.plan_for_params(5, cv=0.5, precision=1.5)
     assert line.startswith("to resolve a ratio to x/÷1.22") and "this batch plans 5 runs per arm" in line
     with pytest.raises(ParamError, match="precision/effect"):
         stats.plan(cv=0.5)

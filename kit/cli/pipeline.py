@@ -24,8 +24,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -207,32 +207,59 @@ def _kernel_path(path: Path) -> str:
     return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(full)
 
 
-def _locate(params: dict[str, Any], stages: tuple[str, ...]) -> None:
-    """Fill ``outputs_dir`` and ``batch`` (in place) so that every stage works on one folder.
+@dataclass(frozen=True)
+class _Given:
+    """The parameters the pipeline reads itself, before any stage has checked them, as given: their values
+    are unchecked (``_locate`` checks the folder's in the order its messages promise, the stages the rest)."""
+
+    batch_dir: Any = None
+    batch: Any = None
+    outputs_dir: Any = None
+    task: Any = "batch"  # only the start of a new batch id: the run stage checks the task itself
+    baseline: Any = None
+    batch_dirs: Any = None
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> _Given:
+        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
+
+
+@dataclass(frozen=True)
+class _Where:
+    """The one folder every stage works on, as the notebooks are told it: ``outputs_dir`` and ``batch``."""
+
+    outputs_dir: str
+    batch: str
+
+    @property
+    def folder(self) -> Path:
+        return from_root(self.outputs_dir) / self.batch
+
+
+def _locate(given: _Given, stages: tuple[str, ...]) -> _Where:
+    """The batch folder, from ``batch_dir`` or ``outputs_dir`` and ``batch``.
 
     ``batch_dir`` names the folder itself; without it and without the run stage, the latest batch is
     the one (as the notebooks do); with the run stage and no name, a new id.
     """
-    if params.get("batch_dir"):
-        folder = Path(_kernel_path(Path(params.pop("batch_dir"))))
-        if params.get("batch") not in (None, folder.name):
-            raise ParamError(
-                "batch", f"{params['batch']!r} differs from batch_dir's folder {folder.name!r}", "one of the two"
-            )
-        params["outputs_dir"], params["batch"] = str(folder.parent), folder.name
-    params["outputs_dir"] = _kernel_path(Path(params.get("outputs_dir") or "outputs"))
-    if not params.get("batch") and "run" in stages:
-        task = params.get("task", "batch")
-        if not is_name(task):  # the new id starts with it
-            raise ParamError("task", f"got {task!r}", f"a task pack name ({NAME_RULE})")
-        params["batch"] = new_batch_id(task)
-    elif not params.get("batch"):
-        params["batch"] = latest_batch(from_root(params["outputs_dir"])).name
-    batch = params["batch"]
+    batch, outputs_dir = given.batch, given.outputs_dir
+    if given.batch_dir:
+        folder = Path(_kernel_path(Path(given.batch_dir)))
+        if batch not in (None, folder.name):
+            raise ParamError("batch", f"{batch!r} differs from batch_dir's folder {folder.name!r}", "one of the two")
+        outputs_dir, batch = str(folder.parent), folder.name
+    outputs_dir = _kernel_path(Path(outputs_dir or "outputs"))
+    if not batch and "run" in stages:
+        if not is_name(given.task):  # the new id starts with it
+            raise ParamError("task", f"got {given.task!r}", f"a task pack name ({NAME_RULE})")
+        batch = new_batch_id(given.task)
+    elif not batch:
+        batch = latest_batch(from_root(outputs_dir)).name
     if not isinstance(batch, str):  # -p batch 123 arrives as a number, as papermill's -p reads it
         raise ParamError("batch", f"wrong type {type(batch).__name__} ({batch!r}): a name, not a number", NAME_RULE)
     if not is_name(batch):
         raise ParamError("batch", f"{batch!r} is not a folder name", NAME_RULE)
+    return _Where(outputs_dir, batch)
 
 
 def _check_run(params: dict[str, Any], folder: Path) -> list[str]:
@@ -258,9 +285,13 @@ def plan(params: dict[str, Any], stages: Sequence[str] = STAGES) -> Plan:
     """Check every stage's parameters and the batch folder; write nothing. Raises ``ParamError``."""
     params, stages = dict(params), _stages(stages)
     _check_names(params)
-    named = "batch_dir" if params.get("batch_dir") else "batch"  # the parameter a wrong folder is blamed on
-    _locate(params, stages)
-    folder = from_root(params["outputs_dir"]) / params["batch"]
+    given = _Given.of(params)
+    named = "batch_dir" if given.batch_dir else "batch"  # the parameter a wrong folder is blamed on
+    where = _locate(given, stages)
+    if given.batch_dir:  # the stages are told the folder as outputs_dir and batch
+        params.pop("batch_dir")
+    params.update(outputs_dir=where.outputs_dir, batch=where.batch)
+    folder = where.folder
     if "run" in stages:
         arms = _check_run(params, folder)
     else:
@@ -269,8 +300,8 @@ def plan(params: dict[str, Any], stages: Sequence[str] = STAGES) -> Plan:
         if stage != "run":
             kit_params.validate({**defaults(stage), **_declared(stage, params)}, kit_params.NOTEBOOKS[stage])
     if "analyze" in stages:
-        kit_params.check_baseline(params.get("baseline"), arms)
-        for path in params.get("batch_dirs") or []:
+        kit_params.check_baseline(given.baseline, arms)
+        for path in given.batch_dirs or []:
             require_batch(from_root(path), "batch_dirs")
     return Plan(folder, stages, {stage: _declared(stage, params) for stage in stages})
 

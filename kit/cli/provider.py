@@ -130,8 +130,7 @@ def _served_batch(file: str | None, yaml_texts: list[str], pairs: list[tuple[str
     from kit.cli import pipeline
     from kit.stages import run
 
-    params = pipeline.load_params(file, yaml_texts, pairs)
-    salt = params.get("salt")  # checked as text by configure
-    if salt is None:
+    cfg = run.configure(pipeline.load_params(file, yaml_texts, pairs))  # salt checked as text with the rest
+    if cfg.params.salt is None:
         raise InputError("serving as a batch needs the batch's salt: -p salt S (the manifest's salt)")
-    return vars(run.provider_settings(run.configure(params), salt))
+    return vars(run.provider_settings(cfg, cfg.params.salt))

@@ -238,7 +238,7 @@ def planning(cfg: RunConfig) -> str:
     from kit import stats
 
     p = cfg.params
-    line = stats.plan_for_params({"runs_per_arm": p.runs_per_arm})
+    line = stats.plan_for_params(p.runs_per_arm)
     if p.stop is None:
         return line
     return (

@@ -115,10 +115,11 @@ def plan(
     return Plan(n, "precision" if precision else "effect", precision, effect, cva, cvb, assurance, confidence, source)
 
 
-def plan_for_params(params: Mapping, *, cv: float = 0.5, precision: float = 1.5, assurance: float = 0.5) -> str:
-    """The run notebook's line before a batch starts: the runs a ratio needs at a stated CV, against the plan."""
+def plan_for_params(runs_per_arm: int, *, cv: float = 0.5, precision: float = 1.5, assurance: float = 0.5) -> str:
+    """The run notebook's line before a batch starts: the runs a ratio needs at a stated CV, against the
+    ``runs_per_arm`` the batch plans (``RunParams.runs_per_arm``)."""
     p = plan(cv, precision=precision, assurance=assurance)
-    planned = int(params["runs_per_arm"])
+    planned = int(runs_per_arm)
     verdict = "enough" if planned >= p.runs_per_arm else f"expect an interval wider than upper/lower {precision:g}"
     return f"{p.sentence()}; this batch plans {planned} runs per arm ({verdict})."
 

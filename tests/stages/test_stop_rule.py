@@ -188,6 +188,6 @@ def test_a_baseline_not_in_the_batch_is_refused(tmp_path):
 
 def test_the_run_notebook_states_the_plan_and_the_rule(tmp_path):
     plain = run.planning(run.configure(_values(tmp_path, "p")))
-    assert plain == stats.plan_for_params({"runs_per_arm": 3})
+    assert plain == stats.plan_for_params(3)
     ruled = run.planning(run.configure(_values(tmp_path, "p", stop={"max_runs_per_arm": 40, "precision": 1.5})))
     assert ruled.startswith(plain) and "runs 15 runs per arm" in ruled and "up to 40 runs per arm" in ruled
