@@ -143,11 +143,13 @@ def start_serve_cli(*args: str) -> tuple[subprocess.Popen, list[str]]:
         stderr=subprocess.PIPE,
         text=True,
     )
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
     lines: list[str] = []
     done = threading.Event()
 
     def read_banner() -> None:
-        for line in proc.stdout:
+        for line in stdout:
             lines.append(line.rstrip("\n"))
             if line.startswith("policy:"):
                 break

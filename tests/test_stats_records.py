@@ -83,7 +83,7 @@ def test_a_record_becomes_a_row_with_its_fields_in_order():
     assert asdict(c)["estimate"] == c.estimate
     assert list(stats.ratios(trials, "b", ["a"], ["total_tokens"]).columns) == list(records.docs(stats.Comparison))
     with pytest.raises(AttributeError):
-        c.estimate = 1.0  # type: ignore[misc]
+        c.estimate = 1.0
 
 
 def test_no_public_function_of_kit_stats_returns_a_bare_dict():

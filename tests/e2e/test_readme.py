@@ -107,6 +107,7 @@ def _serving(command: str, clone: Path) -> Iterator[subprocess.CompletedProcess]
         ["bash", "-c", f"exec {served}"], cwd=clone, env=_env(clone), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
+    assert proc.stdout is not None  # stdout=PIPE
     try:
         first = proc.stdout.readline()
         ok = first.startswith("http://127.0.0.1:")

@@ -480,6 +480,7 @@ def _kill_at(params: dict, requests: int) -> bool:
     start = log.read_bytes().count(b"\n") if log.exists() else 0
     child = multiprocessing.get_context("fork").Process(target=_run_child, args=(params,))
     child.start()
+    assert child.pid is not None  # started
     deadline = time.monotonic() + 60
     while child.is_alive() and time.monotonic() < deadline:
         if log.exists() and log.read_bytes().count(b"\n") - start >= requests:

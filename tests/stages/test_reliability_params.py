@@ -29,7 +29,7 @@ NOTEBOOKS = tuple(params.NOTEBOOKS)
 # A value of a type the parameter does not accept.
 WRONG_TYPE = {str: 5, int: "3", float: "0.5", bool: 1, list: "a", dict: ["a"]}
 # The empty value of the parameter's type; None for numbers and booleans (None is their "nothing").
-EMPTY = {str: "", int: None, float: None, bool: None, list: [], dict: {}}
+EMPTY: dict[type, object] = {str: "", int: None, float: None, bool: None, list: [], dict: {}}
 # Parameters whose empty value is valid (an empty mapping of options, a None that means "default").
 EMPTY_OK = {"task_options", "arm_defs", "backend_options"}
 # A value of the right type outside what the parameter accepts; None where the parameter has no range.

@@ -133,13 +133,15 @@ def test_policy_reads_the_arm_from_its_context_and_is_deterministic():
 
 def _simulate(pack: TersePack, trials_per_question: int) -> dict[str, dict[str, list[float]]]:
     policy, bank = pack.policy(), load_bank()
-    out = {arm: {"tokens": [], "grade": []} for arm in pack.arms()}
+    out: dict[str, dict[str, list[float]]] = {arm: {"tokens": [], "grade": []} for arm in pack.arms()}
     for q in range(len(bank.questions)):
         for t in range(trials_per_question):
             for arm in out:
                 text = policy.reply(_conv(pack, arm, q, trial=f"{q}-{t}-{arm}")).text
                 out[arm]["tokens"].append(count(text))
-                out[arm]["grade"].append(pack.grade_for(q, text).score)
+                score = pack.grade_for(q, text).score
+                assert score is not None  # every terse question has its answer key
+                out[arm]["grade"].append(score)
     return out
 
 
