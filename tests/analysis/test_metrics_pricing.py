@@ -159,7 +159,7 @@ def test_headline_table():
     assert table["simulated"].all()
 
 
-def priced(model: str, card: str = "usd", **usage) -> float:
+def priced(model: str, card: pricing.Card = "usd", **usage) -> float:
     row = requests_frame([request("t1", 1, model=model, **usage)])
     return float(pricing.price(row, card).astype("float64").iloc[0])
 

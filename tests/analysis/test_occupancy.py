@@ -140,7 +140,7 @@ def test_compact_boundary_clears_what_is_resident():
 
 def fifo_session(shrink: float) -> pd.DataFrame:
     """Three 800-token read gaps, then a gap with a 400-token grep result that grew ``shrink`` less than expected."""
-    ctx = [1000, 1800, 2600, 3400]
+    ctx: list[float] = [1000, 1800, 2600, 3400]
     ctx.append(ctx[-1] + 400 - shrink)
     return session(ctx, out_chars=[0] * 5)
 

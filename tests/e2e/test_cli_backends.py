@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -356,8 +357,8 @@ def test_small_batch_runs_through_the_run_stage_without_the_key(backend, tmp_pat
 # ------------------------------------------------------------------ pieces that need no CLI
 
 
-def _spec(tmp_path: Path, **overrides) -> TrialSpec:
-    values = dict(
+def _spec(tmp_path: Path, **overrides: Any) -> TrialSpec:
+    values: dict[str, Any] = dict(
         batch="t", trial_id="t1", arm=Arm("a"), run=0, order_index=0, nonce="abc", isolation=frozenset({"nonce"}),
         prompt_cache_key=None, prompts=("first", "second"), workdir=tmp_path / "work" / "repo_a", out_dir=tmp_path,
         base_url="http://127.0.0.1:8000/t/t1", api_key=run.EMBEDDED_KEY, model="sim-model",

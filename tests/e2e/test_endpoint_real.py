@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict
 
 import pandas as pd
 import pytest
@@ -44,7 +45,17 @@ BACKENDS = ["sdk-openai", "sdk-anthropic", "codex", "claude"]
 # within 2%; the SDK agents' to exact equality.
 CLI_TOLERANCE = {"check_exact": False, "rtol": 0.02}
 CLI_RATIOS = ("total_tokens", "output_tokens", "input_tokens")
-ANALYSIS = {"n_resamples": 1000, "seed": 0, "warmth_levels": 5}
+
+
+class AnalysisOptions(TypedDict):
+    """The analyze stage's options every batch here is analysed with (keyword arguments of ``analyze_batches``)."""
+
+    n_resamples: int
+    seed: int
+    warmth_levels: int
+
+
+ANALYSIS: AnalysisOptions = {"n_resamples": 1000, "seed": 0, "warmth_levels": 5}
 
 
 def _values(out: Path, backend: str, batch: str, **over) -> dict:

@@ -171,7 +171,8 @@ def test_a_grown_history_reads_as_a_cold_one(tmp_path: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(b"".join(lines[: len(lines) // 2]))
             whole[target] = b"".join(lines[len(lines) // 2 :])
-    roots, store = [claude.parent, codex.parents[2]], tmp_path / "cache"
+    roots: list[str | Path] = [claude.parent, codex.parents[2]]
+    store = tmp_path / "cache"
     history.load(roots, cache=store)
     for target, rest in whole.items():
         with open(target, "ab") as handle:

@@ -107,7 +107,9 @@ def _with(**facts) -> Design:
 
 def _manifest(batch: str, warnings: list[str] | None = None) -> Manifest:
     params = run_params(order="balanced", backend="codex", endpoint="real", model="gpt-5.4")
-    settings = {row["arm"]: {k: v for k, v in row.items() if k != "arm"} for row in SETTINGS}
+    settings: dict[str, dict[str, str | None]] = {
+        row["arm"]: {k: v for k, v in row.items() if k != "arm"} for row in SETTINGS
+    }
     return Manifest(batch=batch, params=params, salt="s", simulated=False, arm_settings=settings,
                     warnings=warnings or [], started_at="2026-12-01T00:00:00+00:00", status="complete")  # fmt: skip
 

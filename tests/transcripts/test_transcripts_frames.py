@@ -43,7 +43,7 @@ def test_requests_frame_equals_the_cast_object_frame(rows: list[dict]) -> None:
 
 
 def test_tool_frame_equals_the_cast_object_frame() -> None:
-    rows = [{"tool": "Bash", "chars": 10, "is_error": False}, {"cycle": 2, "category": None}]
+    rows: list[dict[str, object]] = [{"tool": "Bash", "chars": 10, "is_error": False}, {"cycle": 2, "category": None}]
     want = pd.DataFrame.from_records(rows, columns=schema.TOOL_RESULT_COLUMNS).astype(schema.TOOL_RESULT_DTYPES)
     got = schema.frame(rows, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
     pd.testing.assert_frame_equal(got, want)

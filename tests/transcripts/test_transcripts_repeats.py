@@ -46,7 +46,7 @@ def _bench():
 BENCH = _bench()
 
 
-def assert_same_read(paths: object) -> pd.DataFrame:
+def assert_same_read(paths: transcripts.Paths) -> pd.DataFrame:
     fast = transcripts.read(paths)
     full, _ = transcripts.tables(paths)
     assert_requests_alone(fast, full)
