@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import nbformat
-import pyarrow.parquet as pq
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # no stubs; reads the example tables
 import pytest
 
 from bench import house

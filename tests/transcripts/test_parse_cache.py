@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -424,9 +425,14 @@ def test_settled_files_are_known_by_their_stat_and_a_rewrite_still_seen(
     monkeypatch.setattr(_base, "SETTLED_NS", -(10**15))  # as if every file had been written long ago
     transcripts.tables(folder, cache=store)
     assert len(cache.store(store).settled) == len(list(folder.iterdir()))
-    opened = []
+    opened: list[Path] = []
     real = cache.file_key
-    monkeypatch.setattr(cache, "file_key", lambda path: opened.append(path) or real(path))
+
+    def recorded(path: Path) -> cache.Key:
+        opened.append(path)
+        return real(path)
+
+    monkeypatch.setattr(cache, "file_key", recorded)
     before = transcripts.tables(folder, cache=store)
     same(before, cold(folder))
     assert opened == []
@@ -471,11 +477,11 @@ def test_one_format_is_spliced_from_the_last_tables(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(cache, "_spliced_frame", spy)
     same(both(folder, tools, store), both(folder, tools))
 
-    def grow(name: str, more: int) -> None:
+    def grow(name: str, more: int) -> int:
         path = folder / name
         have = len(path.read_bytes().splitlines())
         with open(path, "ab") as handle:
-            handle.write(b"".join(whole.get(name, whole["b.jsonl"])[have : have + more]))
+            return handle.write(b"".join(whole.get(name, whole["b.jsonl"])[have : have + more]))
 
     steps = [
         lambda: (grow("d.jsonl", 4), grow("h.jsonl", 7)),
@@ -526,7 +532,12 @@ def test_attrs_keys_a_reader_adds_are_gathered_in_the_order_first_seen(
     monkeypatch.setattr(codex_rollout._File, "finish", extra)
     spliced: list[object] = []
     real = cache._spliced
-    monkeypatch.setattr(cache, "_spliced", lambda *args: spliced.append(real(*args)) or spliced[-1])
+
+    def recorded(*args: Any) -> object:
+        spliced.append(real(*args))
+        return spliced[-1]
+
+    monkeypatch.setattr(cache, "_spliced", recorded)
     want = transcripts.tables(folder)
     assert list(want[0].attrs)[-3:] == ["extra_d", "extra_h", "issues"]
     got = transcripts.tables(folder, cache=store)

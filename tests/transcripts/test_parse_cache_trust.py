@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 import pandas as pd
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]  # no stubs; rewrites a cached Arrow file
 import pytest
 
 from kit import transcripts
