@@ -13,6 +13,8 @@ import anthropic
 import openai
 import pytest
 import yaml
+from anthropic.types import TextBlockParam
+from openai.types.responses import ResponseInputParam
 
 from kit.provider import serve
 from kit.provider.cache import load_profile
@@ -24,7 +26,7 @@ MODEL = "sim-agent"  # the model of every params/*.yaml
 KEY = "kit-test-key"
 
 
-def _cached_system(text: str) -> list[dict]:
+def _cached_system(text: str) -> list[TextBlockParam]:
     return [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]
 
 
@@ -41,7 +43,7 @@ def _anthropic_twice(c: anthropic.Anthropic) -> list:
 
 def _responses_twice(c: openai.OpenAI) -> list:
     """The same Responses request twice, its prompt longer than OpenAI's minimum cacheable length."""
-    items = [{"role": "developer", "content": LONG}, {"role": "user", "content": "hi"}]
+    items: ResponseInputParam = [{"role": "developer", "content": LONG}, {"role": "user", "content": "hi"}]
     return [c.responses.create(model=MODEL, input=items) for _ in range(2)]
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable
+from typing import Any, cast
 
 import openai
 import pytest
+from openai.types.responses import Response, ResponseCompletedEvent, ResponseFunctionToolCall, ResponseStreamEvent
 
 from kit import tokens
 from kit.provider import Conversation, Reply, ToolCall, serve
@@ -38,6 +41,11 @@ def provider():
 
 def client(p, key: str = "sk-test", base: str | None = None) -> openai.OpenAI:
     return openai.OpenAI(base_url=(base or p.base_url) + "/v1", api_key=key, max_retries=0)
+
+
+def completed(events: Iterable[ResponseStreamEvent]) -> Response:
+    """A finished stream's response: its last event is ``response.completed``, which carries it."""
+    return cast(ResponseCompletedEvent, list(events)[-1]).response
 
 
 def replay(p, lines: list[dict]) -> list:
@@ -231,14 +239,15 @@ def test_concurrent_streaming_sessions_are_independent(provider):
     def session(n: int) -> None:
         try:
             c = client(provider, key=f"sk-user-{n}")
-            items = [{"role": "developer", "content": LONG}, {"role": "user", "content": "Show me a.txt"}]
-            first = list(c.responses.create(model="sim-model", input=items, stream=True))[-1].response
-            call = next(i for i in first.output if i.type == "function_call")
+            # JSON items as sent: the SDK's input TypedDicts do not admit the model_dump() dicts added below
+            items: list[Any] = [{"role": "developer", "content": LONG}, {"role": "user", "content": "Show me a.txt"}]
+            first = completed(c.responses.create(model="sim-model", input=items, stream=True))
+            call = next(i for i in first.output if isinstance(i, ResponseFunctionToolCall))
             items += [
                 *(i.model_dump(exclude_none=True) for i in first.output),
                 {"type": "function_call_output", "call_id": call.call_id, "output": f"n={n}"},
             ]
-            second = list(c.responses.create(model="sim-model", input=items, stream=True))[-1].response
+            second = completed(c.responses.create(model="sim-model", input=items, stream=True))
             assert second.output_text == f"The file says: n={n}"
             results[n] = [first.usage, second.usage]
         except BaseException as exc:  # surfaced below, in the test thread

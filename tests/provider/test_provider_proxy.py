@@ -22,14 +22,19 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
 import openai
 import orjson
 import pytest
+from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageToolCallUnion
+from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
+from openai.types.responses import Response
 
 from kit import transcripts
+from kit.jsontypes import JsonObject
 from kit.provider import Conversation, Reply, ToolCall, proxy, serve
 from kit.provider.log import read
 from tests.support import ROOT
@@ -38,7 +43,10 @@ LONG = "You are a careful coding agent. Follow the repository conventions exactl
 OPENAI_KEY = "sk-proj-PLANTEDopenaiKEY0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-api03-PLANTEDanthropicKEY0123456789"
 EXEC_TOOL = {"type": "function", "name": "exec_command", "parameters": {"type": "object", "properties": {}}}
-CHAT_TOOL = {"type": "function", "function": {"name": "exec_command", "parameters": {"type": "object"}}}
+CHAT_TOOL: ChatCompletionFunctionToolParam = {
+    "type": "function",
+    "function": {"name": "exec_command", "parameters": {"type": "object"}},
+}
 READ_TOOL = {"name": "exec_command", "description": "run", "input_schema": {"type": "object", "properties": {}}}
 TIMES = re.compile(rb'"created(_at)?":\s*[0-9.]+')  # the only fields the embedded provider takes from the clock
 
@@ -65,9 +73,10 @@ def _normalized(obj: object) -> object:
 def _responses(c: openai.OpenAI, stream: bool) -> list:
     """A Responses tool round trip (cached instructions, cache key and retention); what the client saw."""
     seen: list = []
-    common = {"model": "sim-model", "instructions": LONG, "tools": [EXEC_TOOL], "prompt_cache_key": "pck-1"}
+    common: JsonObject = {"model": "sim-model", "instructions": LONG, "tools": [EXEC_TOOL], "prompt_cache_key": "pck-1"}
     history: list = [{"role": "user", "content": "What is in a.txt?"}]
     for _ in range(2):
+        final: Response  # the stream's is a ParsedResponse, a Response
         if stream:
             with c.responses.stream(input=history, prompt_cache_retention="in_memory", **common) as s:
                 seen += [_normalized(e) for e in s]
@@ -85,6 +94,8 @@ def _chat(c: openai.OpenAI, stream: bool) -> list:
     seen: list = []
     messages: list = [{"role": "system", "content": LONG}, {"role": "user", "content": "What is in a.txt?"}]
     for _ in range(2):
+        text: str | None
+        calls: list[ChoiceDeltaToolCall] | list[ChatCompletionMessageToolCallUnion]
         if stream:
             chunks = list(
                 c.chat.completions.create(
@@ -116,13 +127,14 @@ def _messages(c: anthropic.Anthropic, stream: bool) -> list:
     system = [{"type": "text", "text": LONG, "cache_control": {"type": "ephemeral"}}]
     messages: list = [{"role": "user", "content": "What is in a.txt?"}]
     for _ in range(2):
-        kw = {
+        kw: JsonObject = {
             "model": "claude-opus-5-5",
             "max_tokens": 500,
             "system": system,
             "tools": [READ_TOOL],
             "messages": messages,
         }
+        final: anthropic.types.Message  # the stream's is a ParsedMessage, a Message
         if stream:
             with c.messages.stream(**kw) as s:
                 seen += [_normalized(e) for e in s]
@@ -441,7 +453,7 @@ def _send_keys(base: str) -> None:
     """
     oa = openai.OpenAI(base_url=base + "/v1", api_key=OPENAI_KEY, max_retries=0)
     an = anthropic.Anthropic(base_url=base, api_key=ANTHROPIC_KEY, max_retries=0)
-    hi = [{"role": "user", "content": "hi"}]
+    hi: list[Any] = [{"role": "user", "content": "hi"}]  # the same JSON message to both SDKs
     with contextlib.suppress(openai.APIError):
         oa.responses.create(model="m", input="hi")
     with contextlib.suppress(openai.APIError):
