@@ -304,14 +304,17 @@ def _record_group(path: Path, pid: int, home: str | None) -> None:
 
 
 def _leftovers(record: Mapping[str, object]) -> set[int]:
-    """The live processes an earlier attempt left: its group (if the leader is the same process by start time, or
-    gone: a group id is not given out again while the group has members), started no earlier than the leader,
-    and any process whose environment names the attempt's home."""
+    """The live processes an earlier attempt left: its group, while its leader is the same process (by start
+    time), and any process whose environment names the attempt's home (the CLI's children inherit it).
+
+    Not the group id alone once its leader is gone: when every member has ended, the id can be given to a new
+    process that leads a session of its own (another trial's CLI, under a busy machine's pid churn: pid_max is
+    32,768 here), and killing by that id killed a running trial (seen as "claude killed by signal 9")."""
     pgid, started, home = record.get("pgid"), record.get("start_time"), record.get("home")
     if record.get("boot_id") != _boot_id() or not isinstance(pgid, int) or not isinstance(started, int):
         return set()
     leader = _start_time(pgid)
-    group_ours = leader is None or leader == started
+    group_ours = leader == started
     marker = f"HOME={home}\0".encode() if isinstance(home, str) and home else None
     found = set()
     for entry in Path("/proc").glob("[0-9]*"):

@@ -566,10 +566,13 @@ def _rewrite_forever(folder: str) -> None:
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_no_half_written_table_or_manifest_survives_a_kill(tmp_path):
+    written = [tmp_path / n for n in ("manifest.json", "requests.parquet", "ratios.csv")]
     for delay in (0.3, 0.45, 0.6, 0.75):
         child = multiprocessing.get_context("fork").Process(target=_rewrite_forever, args=(str(tmp_path),))
         child.start()
+        _wait_for(lambda: all(p.exists() for p in written), 600)  # a busy machine may take longer than delay
         time.sleep(delay)
+        assert child.pid is not None
         os.kill(child.pid, signal.SIGKILL)
         child.join()
         manifest = json.loads((tmp_path / "manifest.json").read_text())
