@@ -125,20 +125,20 @@ def frame(rows: list[dict], columns: list[str], dtypes: dict[str, str]) -> pd.Da
 def _cells(rows: list[dict], columns: list[str], dtypes: dict[str, str]) -> dict[str, Any]:
     """``frame``'s columns as arrays, each made straight in its dtype from the rows' values.
 
-    ``from_records`` and then ``astype`` cost about 5 ms more for any number of rows (an object frame
-    first, then each column inferred and cast), which a warm re-read of a few changed transcripts pays
+    ``from_records`` and then ``astype`` cost more for any number of rows (an object frame first, then each
+    column inferred and cast: bench/parse.md), which a warm re-read of a few changed transcripts pays
     on every call.
     """
     return {c: _array([row.get(c) for row in rows], dtypes[c]) for c in columns}
 
 
 ARROW_TYPES = {"Int64": pa.int64(), "Float64": pa.float64(), "boolean": pa.bool_(), "string": pa.large_string()}
-PANDAS_TYPES = {name: pd.api.types.pandas_dtype(name) for name in ARROW_TYPES}  # parsed once: 10 µs a column
+PANDAS_TYPES = {name: pd.api.types.pandas_dtype(name) for name in ARROW_TYPES}  # parsed once (bench/parse.md)
 
 
 def _array(values: list, dtype: str) -> Any:
     """``pd.array(values, dtype=dtype)``, made through Arrow where Arrow takes the values as they are: a
-    fifth of the time (2.6 ms against 0.4 for 17,000 counts), for each of a cold read's columns. Values
+    fifth of the time (bench/parse.md), for each of a cold read's columns. Values
     Arrow refuses (a bool among counts, which pandas takes as 1) go pandas' own way, so the result and
     its errors are pandas'. The dtypes are parsed once (``PANDAS_TYPES``): parsing each column's name
     was a fifth of a frame of a few hundred rows, which a warm re-read makes on every call."""

@@ -24,7 +24,7 @@ def session_occupancy(history: History, window_tokens: int = occ.WINDOW_TOKENS) 
         return pd.DataFrame(columns=occ.COLUMNS)
     req = history.requests.drop(columns=COSTS)
     # Only the columns it reads, text as plain objects: it selects each request's results from its session's
-    # (a boolean index per request), and Arrow-backed text columns cost ~50 µs each per selection.
+    # (a boolean index per request), and Arrow-backed text columns cost far more per selection (bench/parse.md).
     keys = ["batch", "arm", "run", "trial_id"]
     res = history.tool_results[[*keys, "cycle", "category", "chars", "framing_chars", "o200k_tokens"]]
     res = res.astype({c: object for c in ("batch", "arm", "trial_id", "category")})

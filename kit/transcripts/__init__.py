@@ -168,9 +168,9 @@ def _listing(folder: str) -> tuple[list[str], list[str]]:
 
     Adding, removing or renaming an entry changes its folder's modification and change times, so a
     settled folder (``_base.settled``, as the parse cache's file keys) whose ``stat`` is unchanged holds the
-    same entries: listing every folder of a history again was most of ``_files`` (0.8 of 1.3 ms for
-    1,000 rollouts in 40 folders). A folder holding a symlink is listed every time (its target can
-    change from file to folder with the folder unchanged).
+    same entries: listing every folder of a history again was most of ``_files`` (bench/parse.md). A folder
+    holding a symlink is listed every time (its target can change from file to folder with the folder
+    unchanged).
     """
     found = os.stat(folder)
     stamp = (found.st_mtime_ns, found.st_ctime_ns, found.st_ino)
@@ -226,7 +226,7 @@ def group_files(
     in the parse cache). The parse cache knows most of what this needs from its own checks: ``head``, the hash
     of a file's first block (``first_block_hash``); ``sizes`` and ``formats``, per file, its size and its
     format, None where not known (then ``stat`` and ``detect`` tell). A callback per file for these cost
-    about 3 ms for 1,000 files on every warm call."""
+    more than the rest of a warm call's grouping (bench/parse.md)."""
     groups: dict[str, list[Path]] = {}
     order: dict[str, int] = {}
     digests: dict[object, Path] = {}

@@ -74,8 +74,8 @@ def gc_paused() -> Iterator[None]:
 
     A read allocates a great many objects (decoded lines, row dicts) that refcounting frees, and each
     allocation burst triggers collections that walk every tracked object of the process, the parse
-    cache's kept pieces included: about 8 ms of a 50 ms warm re-read of 1,000 rollouts, and more of a
-    cold one. The few cycles a read makes are collected once the collector is back on.
+    cache's kept pieces included: a sixth of a warm re-read (bench/parse.md), and more of a cold one. The few
+    cycles a read makes are collected once the collector is back on.
     """
     was = gc.isenabled()
     gc.disable()
@@ -244,7 +244,7 @@ class Unused:
     ``marker``: bytes that any line ``pattern`` matches holds in its first ``MARKER_WINDOW`` bytes, looked for
     first. A Claude Code line opens with a dozen keys before its type, which the pattern walks one by one
     on every long line; a search for the marker is one pass in C, and most long lines (the model's own) lack
-    it: cutting 260 MB of sessions into lines took 0.37 CPU-s with it, 0.44 without. The marker only
+    it (the saving is measured in bench/parse.md). The marker only
     narrows: a line it misses is decoded, as any line the pattern does not match.
 
     A line that holds ``JOINED`` is decoded too, though the pattern matched: a lost newline (a crash, a

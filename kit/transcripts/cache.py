@@ -103,7 +103,7 @@ def file_key(path: str | Path) -> Key:
     The ctime and inode catch a file rewritten with the same size whose mtime was put back (``os.utime``
     cannot set ctime); the CRC of the first and last blocks catches a rewrite where those are not kept.
     The blocks are small (``BLOCK``) because the check runs on every file at every call of an unchanged
-    history, where it is most of the time spent (for 1,000 files about 6 ms at 1 KB, 9 ms at 4 KB).
+    history, where it is most of the time spent (bench/parse.md).
     Raises ``OSError`` like ``open``.
     """
     fd = os.open(path, os.O_RDONLY)
@@ -172,8 +172,8 @@ def _stacked(arrays: dict[str, Any]) -> Blocks:
     """The columns of ``arrays`` grouped by kind (array type, dtype, and the values' numpy or Arrow type), so
     that ``_cut`` slices each group at once: the nullable columns' (Int64, Float64, boolean) values and
     masks as 2-D arrays, a row a column, copied with one ``concatenate`` each where column by column it
-    took two per column (26 columns: about 1 ms of a warm re-read's splice); the Arrow string columns as
-    a table, sliced once per run where each column's slice cost 3 µs (9 columns, 30 runs: 0.9 ms)."""
+    took two per column; the Arrow string columns as a table, sliced once per run where each column was sliced
+    alone (both measured in bench/parse.md)."""
     groups: dict[tuple[type, Any, Any], list[str]] = {}
     for name, array in arrays.items():
         if isinstance(array, MASKED):
@@ -578,7 +578,7 @@ def _resumable(piece: Piece | None, fmt: str, path: Path, key: Key, tools: bool)
     format, tool reading and inode, a reader state kept, more bytes now, and the bytes that state read
     unchanged (their CRC-32, over all of them: a file rewritten in place with the same start and end is
     read again whole). The blocks are read with ``pread``: through a buffered file each was copied once
-    more (a fifth of the check, 0.4 ms for the 6 MB of seven grown rollouts)."""
+    more (a fifth of the check: bench/parse.md)."""
     if piece is None or piece.state is None or piece.at is None:
         return None
     offset, crc = piece.at
@@ -706,7 +706,7 @@ def _cut(
     A string column is made of slices of its Arrow data (no copy); the others are copied once, a slice of
     each run joined, where a take first joins the frames' whole arrays (a copy of every row) and then
     gathers from them (another). A nullable column's slices are cut from its numpy values and mask (a
-    pandas slice costs about 3 µs, which for 26 such columns and 80 runs was 7 ms), and where ``blocks``
+    pandas slice per column and run adds up: bench/parse.md), and where ``blocks``
     (each frame's ``_stacked``) has its group in every frame, from the group's 2-D arrays at once: its
     columns are then views of the rows of new 2-D arrays, returned as the new frame's blocks. A string
     column of more than ``MAX_CHUNKS`` chunks is made one array (a copy), so that slices of slices, call
@@ -892,7 +892,7 @@ def _spliced(
     rows, tool rows and attrs entries end to end in file order, taken from the last call's tables
     (``Store.layout``) for the files whose piece is the same, and from their segments for the others.
 
-    Gathering every row from the segments again cost about 8 ms for 1,000 rollouts grown by 1% (a take of
+    Gathering every row from the segments again cost milliseconds a call (bench/parse.md; a take of
     every string: the passes leave each grown file's rows in another segment); the unchanged files' rows
     are a few dozen runs of the last tables, cut as slices (``_cut``). None, for ``_assemble`` to gather,
     where a piece has attrs keys besides ``ATTRS``: they go in the order first seen (``_joined``).
@@ -954,7 +954,7 @@ def _placed(
     ``old``: each file's place in the last call (-1: fresh); ``at``, ``counts``: the last call's, a row per
     part; ``bases``: each part's length in the last call; ``added``: each fresh file's counts, a column
     each, in order. Files next to each other in the same source make one run; files without rows make
-    none. All parts at once: eight parts one by one cost 0.4 ms of numpy calls.
+    none. All parts at once, not one by one (bench/parse.md).
     """
     kept = old >= 0
     count = np.empty((len(at), len(old)), dtype=np.int64)
@@ -1017,8 +1017,8 @@ def _keys(names: list[str], st: Store) -> dict[str, Key]:
     """``file_key`` of every file that can be opened (one that cannot is reported by the grouping), or, for a
     file whose key was found settled (``Store.settled``) and whose ``stat`` still matches it, that key.
 
-    Opening a file and reading its two blocks costs about 17 µs, a ``stat`` under 2: for a history of a
-    thousand unchanged files that is most of a warm call (about 16 ms of 18). A key is kept so once the file
+    Opening a file and reading its two blocks costs several times a ``stat``: for a history of unchanged
+    files that is most of a warm call (bench/parse.md). A key is kept so once the file
     had settled when it was checked (``_base.settled``): an equal ``stat`` then means what an equal CRC
     would; a file changed shortly before its check keeps having its content checked.
     """
@@ -1094,8 +1094,8 @@ def _tables(
         its first 64 KB (``transcripts.first_block_hash``), to find copies: equal content gives equal checks,
         and
         files whose checks are equal too have their whole content hashed, as with equal first blocks. No
-        file is read again: hashing the heads of the 301 same-size files of the benchmark's Claude corpus
-        took 34 ms of a 1.1 s read. A file without a key cannot be opened; ``first_block_hash`` says why."""
+        file is read again (the cost is measured in bench/parse.md). A file without a key cannot be opened;
+        ``first_block_hash`` says why."""
         key = keys.get(str(path))
         return f"crc {key[4]}" if key is not None else transcripts.first_block_hash(path)
 

@@ -44,7 +44,7 @@ def decode_hook(kind: type, value: object) -> object:
 
 
 def tool_frame(rows: list[dict]) -> pd.DataFrame:
-    if not rows:  # ``read`` keeps no tool rows: the empty frame is made once (a frame costs ~10 ms)
+    if not rows:  # ``read`` keeps no tool rows: the empty frame is made once (bench/parse.md)
         return empty_tools().copy(deep=False)
     return schema.frame(rows, schema.TOOL_RESULT_COLUMNS, schema.TOOL_RESULT_DTYPES)
 
