@@ -4,8 +4,8 @@ The copy holds the files git knows (tracked, and new ones not ignored), so the c
 fresh clone has; its code is imported first (``PYTHONPATH``) and the venv's ``bin/`` is on ``PATH``, as
 README asks. ``make demo`` is checked to be ``python -m kit batch -f params/demo.yaml`` and that runs;
 ``make test`` is this suite, checked to run pytest. A long-running command (the embedded provider) must
-print its URL, and it serves the rest of its block (the proxied batch after it talks to it). The port a README
-server names (``--port 8765``) may be taken on the machine running the suite: the server is started on
+print its URL, and it serves the rest of its block (the proxied batch after it talks to it). The port number a
+README server names may be taken on the machine running the suite: the server is started on
 ``--port 0`` (a free one) and the block's later commands are pointed at the URL it prints. A README command the
 test has no way to run fails the suite.
 
