@@ -28,6 +28,7 @@ __all__ = [
     "ArmRecord",
     "Decision",
     "Design",
+    "FirstRequests",
     "Manifest",
     "Published",
     "StopRule",
@@ -70,6 +71,18 @@ _BATCH = field_doc("batch id: the batch folder's name under `outputs/`", "id")
 _SIMULATED = field_doc("the embedded provider's scripted model produced the numbers", "boolean")
 
 
+class FirstRequests(msgspec.Struct, frozen=True, kw_only=True):
+    """One arm's first requests: what they read from the provider cache before the trial itself wrote anything,
+    so what came from other trials (docs/method.md#controls). A control's figure is the contamination isolation
+    removed; an isolated arm's should be 0."""
+
+    arm: Annotated[str, ARM]
+    control: Annotated[bool, _d("the arm ran without isolation, as the control")]
+    trials: Annotated[int, _d("finished trials whose first request's usage is known")]
+    cached_mean: Annotated[float | None, _d("mean cache-read tokens of those first requests (null without one)")]
+    reading: Annotated[int, _d("trials whose first request read any cached token")]
+
+
 class Design(msgspec.Struct, frozen=True, kw_only=True):
     """The design facts every figure and the report state; ``analysis/design.json`` (with its warnings)."""
 
@@ -97,9 +110,28 @@ class Design(msgspec.Struct, frozen=True, kw_only=True):
         str | msgspec.UnsetType, _d("why the stop rule stopped the batch; absent without a stop rule")
     ] = UNSET
     shared_first_prefix_tokens: Annotated[
-        int | None, _d("tokens at the head of every trial's first request (docs/method.md#isolation)")
+        int | None, _d("tokens at the head of every isolated trial's first request (docs/method.md#isolation)")
     ] = None
     baseline: Annotated[str | None, _d("the arm every ratio divides by")] = None
+    # Written by every analysis since they were added; absent (UNSET) from an older design.json, which stays as it was.
+    controls: Annotated[
+        list[str] | msgspec.UnsetType,
+        _d("the arms that ran without isolation, as controls: compared, never headlined"),
+    ] = UNSET
+    first_requests: Annotated[
+        list[FirstRequests] | msgspec.UnsetType,
+        _d("per arm, what the trials' first requests read from other trials' cache"),
+    ] = UNSET
+
+    @property
+    def control_arms(self) -> list[str]:
+        """``controls``; none where an older analysis did not record them."""
+        return [] if isinstance(self.controls, msgspec.UnsetType) else self.controls
+
+    @property
+    def first_request_reads(self) -> list[FirstRequests]:
+        """``first_requests``; none where an older analysis did not record them."""
+        return [] if isinstance(self.first_requests, msgspec.UnsetType) else self.first_requests
 
 
 # design.json keys of older kits, mapped at the one reading function

@@ -31,8 +31,9 @@ def arm_settings(manifests: list[Manifest]) -> pd.DataFrame:
 
 
 def shared_prefix_label(design: Design) -> str | None:
-    """The sentence that labels uncached ratios diagnostic when every trial's first request shares a cacheable
-    head (docs/method.md#isolation), else None.
+    """The sentence that labels uncached ratios diagnostic when every isolated trial's first request shares a
+    cacheable head (docs/method.md#isolation), else None. The analyze stage measures the head without the control's
+    trials (``kit.stages.analyze.shared_first_prefix``): a control runs without isolation by design.
 
     A CLI keeps a hidden prefix ahead of anything the kit can vary (measured: about 1,256 tokens on Codex, 6,913 on
     Claude Code), so one trial's first request may read what another wrote; an uncached ratio then measures the
@@ -46,8 +47,9 @@ def shared_prefix_label(design: Design) -> str | None:
     minimum = load_profile(profile).min_tokens_for(design.model) if profile else 0
     if shared < minimum:
         return None
+    every = "every isolated trial's" if design.control_arms else "every trial's"  # a control is measured apart
     return (
-        f"diagnostic: every trial's first request shares its first {shared:,} tokens (a prefix isolation does not "
+        f"diagnostic: {every} first request shares its first {shared:,} tokens (a prefix isolation does not "
         "separate, such as a CLI's hidden system prompt and tools), so another trial's cache can serve them; the "
         "uncached ratios are diagnostic, not cost claims (docs/method.md#isolation)."
     )

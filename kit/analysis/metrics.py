@@ -14,6 +14,7 @@ import pandas as pd
 
 from kit import stats
 from kit.errors import InputError
+from kit.records import FirstRequests
 from kit.schema import TOKENS
 
 META_COLUMNS = [
@@ -39,6 +40,7 @@ STATUSES = frozenset({"ok", "failed"})
 DERIVED_COLUMNS = ["cycles", "tool_calls", "hit_rate", "calls_per_response", "multi_call_share", "usage_known"]
 TRIAL_COLUMNS = [*TOKENS, *DERIVED_COLUMNS]
 _IDENTITY = ("batch", "arm", "run")
+CONTROL_LABEL = "control (not isolated)"  # a control arm's headline label (docs/method.md#controls)
 
 
 def _check_meta(meta: pd.DataFrame) -> None:
@@ -177,17 +179,20 @@ def headline(
 ) -> pd.DataFrame:
     """``analysis/headline.csv``: total tokens per arm, then its ratio to ``baseline`` (docs/method.md#totals).
 
-    ``ratios`` is :func:`kit.stats.ratios` output; the baseline's own ratio columns stay empty.
+    ``ratios`` is :func:`kit.stats.ratios` output; the baseline's own ratio columns stay empty. A control arm's row
+    is labelled ``CONTROL_LABEL``: it measures contamination, and the report never quotes it as a treatment.
     """
     if not (trials["arm"] == baseline).any():
         raise InputError(f"headline(): baseline arm {baseline!r} not in trials; arms: {sorted(trials['arm'].unique())}")
     summary = arm_summary(trials, ["total_tokens"], confidence=confidence, seed=seed)
     chosen = ratios[(ratios["metric"] == "total_tokens") & (ratios["baseline"] == baseline)].set_index("arm")
     order = [baseline, *[a for a in summary["arm"] if a != baseline]]
+    controls = set(trials.loc[trials["control"].fillna(False).astype(bool), "arm"]) if "control" in trials else set()
     rows = []
     for arm in order:
         s = summary[summary["arm"] == arm].iloc[0]
         r = chosen.loc[arm] if arm in chosen.index else None
+        label = r["label"] if r is not None else ""
         rows.append(
             {
                 "arm": arm,
@@ -199,8 +204,41 @@ def headline(
                 "ratio": r["estimate"] if r is not None else float("nan"),
                 "ratio_lower": r["lower"] if r is not None else float("nan"),
                 "ratio_upper": r["upper"] if r is not None else float("nan"),
-                "label": r["label"] if r is not None else "",
+                "label": "; ".join(x for x in (CONTROL_LABEL if arm in controls else "", label) if x),
                 "simulated": stats.any_simulated(trials[trials["arm"] == arm]),
             }
         )
     return pd.DataFrame(rows)
+
+
+def first_requests(requests: pd.DataFrame, trials: pd.DataFrame) -> list[FirstRequests]:
+    """Per arm, what its finished trials' first requests read from the provider cache (docs/method.md#controls).
+
+    A trial's first request comes before the trial wrote anything, so whatever it reads another trial left: for a
+    non-isolated control that is the contamination isolation removes (measured on the embedded provider: the
+    control's first requests read 1,024 tokens from earlier control trials), for an isolated arm it should be 0.
+    Only requests of the main conversation count (a subagent's first request follows its parent's); a trial whose
+    first request's usage is unknown is left out, not read as 0.
+    """
+    ok = stats.finished(trials)
+    if ok.empty or requests.empty:
+        return []
+    main = requests[~requests["sidechain"].fillna(False).astype(bool)] if "sidechain" in requests else requests
+    main = main.sort_values("cycle", kind="stable").drop_duplicates(["batch", "trial_id"])
+    main = main[main["usage_known"].fillna(False).astype(bool) & main["cache_read_tokens"].notna()]
+    firsts = ok[["batch", "trial_id", "arm"]].merge(main[["batch", "trial_id", "cache_read_tokens"]])
+    control = ok["control"].fillna(False).astype(bool) if "control" in ok else pd.Series(False, index=ok.index)
+    controls = set(ok.loc[control, "arm"].astype(str))
+    out = []
+    for arm in dict.fromkeys(ok["arm"].astype(str)):
+        read = firsts.loc[firsts["arm"].astype(str) == arm, "cache_read_tokens"].astype(float)
+        out.append(
+            FirstRequests(
+                arm=arm,
+                control=arm in controls,
+                trials=len(read),
+                cached_mean=float(read.mean()) if len(read) else None,
+                reading=int((read > 0).sum()),
+            )
+        )
+    return out

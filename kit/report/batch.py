@@ -146,11 +146,22 @@ def _metric_rows(ratios: pd.DataFrame, metric: str) -> pd.DataFrame:
     return ratios[(ratios["metric"] == metric) & ratios["estimate"].notna()]
 
 
+def _treatments(rows: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """The rows that compare treatments: a control (``design.control_arms``) measures contamination, so it is shown as
+    the control beside the comparisons and never quoted as a treatment's effect (docs/method.md#controls)."""
+    if rows.empty or not design.control_arms:
+        return rows
+    return rows[
+        ~rows["arm"].astype(str).isin(design.control_arms) & ~rows["baseline"].astype(str).isin(design.control_arms)
+    ]
+
+
 def total_sentences(ratios: pd.DataFrame, design: Design, headline: pd.DataFrame | None = None) -> list[str]:
-    """The headline: one total-token sentence per comparison (docs/method.md#totals: total is cache-independent)."""
-    rows = _metric_rows(ratios, "total_tokens")
+    """The headline: one total-token sentence per comparison of treatments (docs/method.md#totals: total is
+    cache-independent); a control's row is not a claim."""
+    rows = _treatments(_metric_rows(ratios, "total_tokens"), design)
     if rows.empty and headline is not None:
-        rows = _ratios_from_headline(headline, design)
+        rows = _treatments(_ratios_from_headline(headline, design), design)
     return [
         f"{_ratio_phrase(row, 'total tokens')}; {_n_phrase(row)}, {_batch_phrase(row, design)})."
         for _, row in rows.iterrows()
@@ -167,7 +178,7 @@ def uncached_sentences(ratios: pd.DataFrame, design: Design) -> list[str]:
     """
     sentences = []
     diagnostic = _diagnostic_note(design)
-    for _, row in _metric_rows(ratios, "uncached_input_tokens").iterrows():
+    for _, row in _treatments(_metric_rows(ratios, "uncached_input_tokens"), design).iterrows():
         hits = (
             f"at observed cache hit rates {_pct(row.get('hit_rate_arm'))} ({row['arm']}) "
             f"and {_pct(row.get('hit_rate_baseline'))} ({row['baseline']})"
@@ -176,7 +187,7 @@ def uncached_sentences(ratios: pd.DataFrame, design: Design) -> list[str]:
             f"uncached tokens: {_ratio_phrase(row, 'uncached input tokens')}; {_n_phrase(row)}, "
             f"{_batch_phrase(row, design)}) {hits}; this figure depends on cache warmth{diagnostic}."
         )
-    for _, row in _metric_rows(ratios, "structural_uncached").iterrows():
+    for _, row in _treatments(_metric_rows(ratios, "structural_uncached"), design).iterrows():
         sentences.append(
             f"structural (modelled) uncached tokens: {_ratio_phrase(row, 'uncached input tokens')}; "
             f"{_n_phrase(row)}) — the recorded prompts replayed through the kit's cache model, "
@@ -190,15 +201,21 @@ def _diagnostic_note(design: Design) -> str:
     if shared_prefix_label(design) is None:
         return ""
     return (
-        f" (diagnostic: every trial's first request shares its first {design.shared_first_prefix_tokens:,} "
+        f" (diagnostic: every {_isolated(design)}trial's first request shares its first "
+        f"{design.shared_first_prefix_tokens:,} "
         "tokens, so another trial's cache can serve them; docs/method.md#isolation)"
     )
 
 
-def _runs_needed_sentences(ratios: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
+def _isolated(design: Design) -> str:
+    """'isolated ' where a control ran beside the isolated arms (the shared head is measured without it), else ''."""
+    return "isolated " if design.control_arms else ""
+
+
+def _runs_needed_sentences(ratios: pd.DataFrame, trials: pd.DataFrame, design: Design) -> list[str]:
     """How many runs per arm this effect needs, at the spread these trials showed (docs/method.md#planning)."""
     out = []
-    for _, row in _metric_rows(ratios, "total_tokens").iterrows():
+    for _, row in _treatments(_metric_rows(ratios, "total_tokens"), design).iterrows():
         est = _num(row.get("estimate"))
         if math.isnan(est) or est == 1 or "arm" not in trials.columns:
             continue
@@ -258,6 +275,54 @@ def headline_text(headline: pd.DataFrame, ratios: pd.DataFrame, design: Design) 
     if design.simulated:
         lines.insert(0, SIMULATION_BANNER)
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the cache: isolation and the control
+
+
+def contamination_sentences(design: Design) -> list[str]:
+    """What the control measured: its first requests' cached tokens against the isolated arms'
+    (``design.first_request_reads``; docs/method.md#controls).
+
+    A trial's first request comes before the trial wrote anything, so what it reads another trial left. The control
+    runs without isolation: its figure is the contamination isolation removed, visible only in the requests table
+    until the report says it. The isolated arms' figure should be 0; where it is not, isolation did not hold.
+    """
+    rows = [r for r in design.first_request_reads if r.trials]
+    if not rows:
+        return []
+    isolated = [r for r in rows if not r.control]
+    n_iso = sum(r.trials for r in isolated)
+    iso_mean = sum((r.cached_mean or 0) * r.trials for r in isolated) / n_iso if n_iso else math.nan
+    iso = (
+        f"the isolated arms' {iso_mean:,.0f} ({sum(r.reading for r in isolated)} of {n_iso} read any)"
+        if n_iso
+        else "no isolated arm's first request is known"
+    )
+    out = []
+    for c in (r for r in rows if r.control):
+        out.append(
+            f"Contamination the control shows: {c.arm}'s first requests read {c.cached_mean or 0:,.0f} cached tokens "
+            f"on average from earlier trials ({c.reading} of {c.trials} read any), {iso} (docs/method.md#controls)."
+            + ("" if c.reading else " The control read nothing from other trials: there was none to remove here.")
+        )
+    if not out:
+        out.append(
+            "No non-isolated control arm ran: what isolation removed is not measured (docs/method.md#replication); "
+            f"first requests: {iso.removeprefix('the ')}."
+        )
+    if n_iso and iso_mean > 0:
+        out.append(
+            "Isolated trials' first requests read tokens another trial wrote: isolation did not separate every "
+            "trial's prefix (docs/method.md#isolation)."
+        )
+    return out
+
+
+def cache_section(design: Design) -> list[str]:
+    """The report's cache section: the contamination the control shows (docs/method.md#controls)."""
+    sentences = contamination_sentences(design)
+    return ["## Cache", "", " ".join(sentences), ""] if sentences else []
 
 
 # ---------------------------------------------------------------- warnings
@@ -373,8 +438,9 @@ def md_table(df: pd.DataFrame) -> str:
 
 
 _DESIGN_ORDER = ["batch", "schedule", "order", "isolation", "simulated", "backend", "model", "versions"]
-# Design fields shown in their own place: the per-arm table, and the Warnings list (analyze folds them in).
-_SHOWN_ELSEWHERE = {"arm_settings", "run_warnings"}
+# Design fields shown in their own place: the per-arm table, the Warnings list (analyze folds them in), the cache
+# section.
+_SHOWN_ELSEWHERE = {"arm_settings", "run_warnings", "first_requests"}
 
 
 def _design_table(design: Design) -> str:
@@ -423,12 +489,16 @@ def _headline_table(headline: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _ratios_table(ratios: pd.DataFrame) -> pd.DataFrame:
-    """Every comparison row, readable: grades are differences of means, everything else ratios."""
+def _ratios_table(ratios: pd.DataFrame, controls: Iterable[str] = ()) -> pd.DataFrame:
+    """Every comparison row, readable: grades are differences of means, everything else ratios; a control's rows
+    flagged as the control's."""
+    controls = set(controls)
     rows = []
     for _, r in ratios.iterrows():
         small = _num(r.get("small_n")) == 1
+        control = str(r["arm"]) in controls or str(r["baseline"]) in controls
         flags = [f for f, on in ((STITCH, str(r.get("label") or "") == STITCH), ("n<5", small)) if on]
+        flags += ["control: contamination, not a treatment"] if control else []
         rows.append(
             {
                 "comparison": r.get("comparison", f"{r['arm']} vs {r['baseline']}"),
@@ -646,7 +716,7 @@ def write_report(
     lines += [f"# Token-cost report: {batch_text}", ""]
     totals = total_sentences(ratios, design, headline) or ["No total-token comparison between arms is available."]
     lines += [f"**{s}**" for s in totals] + [""]
-    lines += [" ".join(needed), ""] if (needed := _runs_needed_sentences(ratios, trials)) else []
+    lines += [" ".join(needed), ""] if (needed := _runs_needed_sentences(ratios, trials, design)) else []
     uncached = uncached_sentences(ratios, design)
     if uncached:
         lines += [" ".join(uncached), ""]
@@ -654,11 +724,17 @@ def write_report(
     lines += ["## Warnings", ""] + ([f"- {w}" for w in all_warnings] or ["- none"]) + [""]
     lines += ["## Design", "", _design_table(design), "", *_arm_settings_lines(design)]
     lines += ["## Per arm (total tokens)", "", md_table(_headline_table(headline)), ""]
+    lines += cache_section(design)
     lines += code_mode_section(trials, design)
     lines += _savings_section(savings)
     lines += _quality_section(trials, ratios, arms)
     lines += _occupancy_section(batch_dir)
-    lines += ["## All comparisons", "", md_table(_ratios_table(ratios)) if not ratios.empty else "_(no rows)_", ""]
+    lines += [
+        "## All comparisons",
+        "",
+        md_table(_ratios_table(ratios, design.control_arms)) if not ratios.empty else "_(no rows)_",
+        "",
+    ]
     lines += _figure_lines(batch_dir, figures)
     markdown = "\n".join(lines).rstrip() + "\n"
     md_path = BatchDir(batch_dir).report_md

@@ -20,6 +20,7 @@ import pandas as pd
 from kit import stats
 from kit.analysis import cachemodel, metrics, occupancy, occupancy_block, pricing
 from kit.analysis.design_table import arm_settings
+from kit.experiment.design import ParamError
 from kit.experiment.layout import BatchDir, batch_paths, write_design
 from kit.experiment.lock import batch_lock
 from kit.files import write_table
@@ -33,6 +34,7 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "Inputs",
     "analyze_batches",
     "batch_paths",
+    "controls_of",
     "design_of",
     "load",
     "matched_runs",
@@ -106,18 +108,32 @@ def design_of(manifests: list[Manifest]) -> Design:
         true_effect=first.task.get("true_effect"),
         versions=first.versions,
         salts=[m.salt for m in manifests],
+        controls=controls_of(manifests),
         arm_settings=arm_settings(manifests).to_dict("records"),
         run_warnings=list(dict.fromkeys(w for m in manifests for w in m.warnings)),
         stop_rule=stop.reason if stop else UNSET,  # why the batch stopped
     )
 
 
-def shared_first_prefix(segments: pd.DataFrame) -> int | None:
-    """Tokens at the head of EVERY trial's first request: what isolation cannot (or did not) separate.
+def controls_of(manifests: list[Manifest]) -> list[str]:
+    """The arms any batch ran as its non-isolated control (``control: true``), in the order of first mention."""
+    found = [arm for m in manifests for arm in m.params.arms if arm in m.arms and m.arms[arm].control]
+    return list(dict.fromkeys(found))
+
+
+def shared_first_prefix(segments: pd.DataFrame, trials: pd.DataFrame | None = None) -> int | None:
+    """Tokens at the head of EVERY isolated trial's first request: what isolation cannot (or did not) separate.
 
     docs/method.md#isolation: with a ``cache_bust_<id>`` tool at the top of the prefix this is 0; with only a nonce at
-    the system→task boundary it is the tools + system prompt, which the report states.
+    the system→task boundary it is the tools + system prompt, which the report states. The trials of a control
+    (``trials``' ``control`` column) are left out: a control runs without isolation by design, and counting its
+    prefix in would measure the control, not isolation (measured on Codex: 1,256 shared tokens became 518, below
+    the cacheable minimum, and the uncached ratios lost their diagnostic label).
     """
+    if trials is not None and "control" in trials.columns:
+        controls = trials.loc[trials["control"].fillna(False).astype(bool), ["batch", "trial_id"]]
+        keys = pd.MultiIndex.from_frame(segments[["batch", "trial_id"]])
+        segments = segments[~keys.isin(pd.MultiIndex.from_frame(controls))]
     firsts = segments[segments["cycle"] == 0]
     if len(firsts) < 2:
         return None
@@ -219,10 +235,13 @@ def _analyze(
     data = load(batch_dirs)
     design = design_of(data.manifests)
     arms = list(design.arms)
-    baseline = check_baseline(baseline, arms)
+    baseline = _baseline(baseline, arms, design.control_arms)
     trials = _priced(_structural(data.trials, data.segments), data.requests)
     design = msgspec.structs.replace(
-        design, shared_first_prefix_tokens=shared_first_prefix(data.segments), baseline=baseline
+        design,
+        shared_first_prefix_tokens=shared_first_prefix(data.segments, data.trials),
+        first_requests=metrics.first_requests(data.requests, data.trials),
+        baseline=baseline,
     )
     metrics_used = [*RATIO_METRICS, *[c for c in PRICED if trials[c].notna().any()]]
     if trials["grade"].notna().any():
@@ -230,7 +249,7 @@ def _analyze(
     opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed, "allow_stitch": allow_stitch}
     ratios = stats.ratios(trials, baseline, arms, metrics_used, matched=matched_runs(data.manifests), **opts)
     ratios["simulated"] = design.simulated
-    others = [a for a in arms if a != baseline]
+    others = [a for a in arms if a != baseline and a not in design.control_arms]  # the treatments; a control is not one
     sweep = data.segments.assign(segments=data.segments["segments_json"].map(orjson.loads))
     warmth = cachemodel.warmth_sweep(
         sweep, (others[0], baseline), levels=warmth_levels, profile=design.profile or "openai-implicit", seed=seed
@@ -261,6 +280,18 @@ def _analyze(
     _write(tables, design, warnings, folder)
     block = occupancy_block.for_batch(folder)  # the tables' own numbers, as the report quotes them
     return Analysis(design=design, warnings=warnings, window_tokens=window_tokens, occupancy_block=block, **tables)
+
+
+def _baseline(baseline: str | None, arms: list[str], controls: list[str]) -> str:
+    """The baseline: the one given, else the first arm that is not a control. A control ran without isolation, so
+    every ratio against it would carry its contamination: refused as a baseline (docs/method.md#controls)."""
+    isolated = [a for a in arms if a not in controls]
+    if baseline is not None and baseline in controls:
+        problem = f"{baseline!r} is the non-isolated control; it is compared with the baseline, never used as one"
+        raise ParamError("baseline", problem, isolated)
+    if len(isolated) < 2:
+        raise ParamError("arms", f"{len(isolated)} isolated arm(s) beside the control(s) {controls}", "two or more")
+    return check_baseline(baseline, isolated if baseline is None else arms)
 
 
 def _occupancy_tables(
