@@ -21,7 +21,8 @@ cache-bust tool is served by ``kit/agents/mcp_server.py`` through ``--mcp-config
 2.1.328 defers MCP tools behind ToolSearch: the request's ``tools`` do not contain it; only Claude
 Code's environment message (the ``role:"system"`` message after the system prompt, before the task)
 names it. It is therefore not at the top of the prefix but after the nonce; the nonce does the
-isolating, and ``versions`` says so. The Messages API has no ``prompt_cache_key``.
+isolating, and ``versions`` says so. The Messages API has no ``prompt_cache_key``. The tool is in
+``--allowedTools``, so a model that loads and calls it anyway gets ``{"success": true}``.
 
 An arm's kit tools (``Arm.tools``, e.g. ``explore``) are served by the same script as MCP server
 ``kit`` and allowed with ``--allowedTools`` (``-p`` cannot ask for permission). Like any MCP tool they
@@ -72,6 +73,13 @@ def _kit_tool_names(spec: TrialSpec) -> list[str]:
     return [mcp_server.tool_name(mcp_server.KIT_SERVER, tool) for tool in spec.arm.tools]
 
 
+def allowed_tools(spec: TrialSpec) -> list[str]:
+    """``--allowedTools``: every tool the kit's MCP servers offer (``-p`` cannot ask for permission; without it a
+    call gets "Claude requested permissions to use …, but you haven't granted it yet", measured on 2.1.328)."""
+    bust = [mcp_server.tool_name(mcp_server.CACHE_BUST_SERVER, spec.cache_bust_tool)] if spec.cache_bust_tool else []
+    return bust + _kit_tool_names(spec)
+
+
 def options(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
     """The options shared by every turn, and the environment the kit sets."""
     workdir = spec.workdir.resolve()
@@ -81,8 +89,8 @@ def options(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
         name: {"type": "stdio", "command": sys.executable, "args": argv}
         for name, argv in mcp_server.servers(spec).items()
     }
-    if spec.arm.tools:  # the arm's kit tools, allowed (-p cannot ask for permission)
-        args += ["--allowedTools", ",".join(_kit_tool_names(spec))]
+    if allowed_tools(spec):
+        args += ["--allowedTools", ",".join(allowed_tools(spec))]
     if servers:
         args += ["--mcp-config", json.dumps({"mcpServers": servers})]
     if spec.arm.instruction and spec.arm.placement == "system":
@@ -178,6 +186,8 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
         cli.write_runs(spec.out_dir, runs)
         cli.remove_home(spec, home)
     outcome.versions.update(applied(spec))
+    if spec.cache_bust_tool:
+        outcome.versions.update(mcp_server.calls_record(_dummy_answers(spec.out_dir, outcome.transcripts, spec)))
     return outcome
 
 
@@ -200,6 +210,26 @@ def _copy(home: Path, sessions: list[str], out_dir: Path) -> list[str]:
     found.sort(key=lambda pair: rank.get(pair[1], len(rank)))
     names = cli.copy_transcripts(found, out_dir)
     return names + ([STDOUT] if (out_dir / STDOUT).exists() else [])
+
+
+def _dummy_answers(out_dir: Path, names: list[str], spec: TrialSpec) -> list[str]:
+    """What each call of the trial's dummy tool answered the model: the ``tool_result`` of each ``tool_use`` of
+    ``mcp__cachebust__<tool>`` in the session files (a permission refusal would be the answer)."""
+    tool = mcp_server.tool_name(mcp_server.CACHE_BUST_SERVER, str(spec.cache_bust_tool))
+    calls: set[str] = set()
+    answers: dict[str, str] = {}  # by call id: lines repeat across a session's files
+    for name in names:
+        for line in cli.read_jsonl(out_dir / name) if name != STDOUT else []:
+            message = line.get("message")
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else []:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "tool_use" and block.get("name") == tool:
+                    calls.add(str(block.get("id")))
+                elif block.get("type") == "tool_result" and str(block.get("tool_use_id")) in calls:
+                    answers[str(block.get("tool_use_id"))] = mcp_server.result_text(block.get("content"))
+    return list(answers.values())
 
 
 def _cycles(out_dir: Path, names: list[str]) -> int:

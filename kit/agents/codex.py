@@ -27,8 +27,9 @@ recorded; the cache-bust tool comes from ``kit/agents/mcp_server.py`` and reache
 built-in tools (so only the built-in tool definitions before it can be shared across trials).
 
 An arm's kit tools (``Arm.tools``, e.g. ``explore``) come from the same script as MCP server ``kit``
-(namespace ``mcp__kit``) with ``default_tools_approval_mode="approve"``: ``codex exec`` cannot ask, and
-without it every call is refused ("MCP tool call requires approval", measured on 0.169).
+(namespace ``mcp__kit``). Both servers get ``default_tools_approval_mode="approve"``: ``codex exec``
+cannot ask, and without it every call is refused ("MCP tool call requires approval, but approval policy
+is never", measured on 0.169 for the cache-bust tool too, where isolation needs ``{"success": true}``).
 
 ``backend_options``: ``codex_bin`` (a patched build for codex-batch-bench's binary-vs-binary comparison;
 default the pinned ``.tools`` CLI, else PATH), ``effort`` (``model_reasoning_effort``), ``code_mode``,
@@ -95,9 +96,9 @@ def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]
     for setting in PINNED:
         args += ["-c", setting]
     servers = []
-    for name, argv in mcp_server.servers(spec).items():  # TOML inline tables; the kit's tools approved
-        approve = ',default_tools_approval_mode="approve"' if name == mcp_server.KIT_SERVER else ""
-        servers.append(f"{name}={{command={_toml(sys.executable)},args=[{','.join(map(_toml, argv))}]{approve}}}")
+    for name, argv in mcp_server.servers(spec).items():  # TOML inline tables, every tool approved
+        command = f"command={_toml(sys.executable)},args=[{','.join(map(_toml, argv))}]"
+        servers.append(f'{name}={{{command},default_tools_approval_mode="approve"}}')
     args += ["-c", f"mcp_servers={{{','.join(servers)}}}"]
     if code_mode(spec):
         args += ["-c", CODE_MODE]
@@ -138,7 +139,7 @@ def applied(spec: TrialSpec, thread_id: str | None) -> dict[str, str]:
     if spec.cache_bust_tool:
         done.append("cache_bust_tool")
         out["isolation.cache_bust_tool"] = (
-            f"MCP namespace tool mcp__cachebust holding {spec.cache_bust_tool}, after Codex's built-in tools"
+            f"MCP namespace tool mcp__cachebust holding {spec.cache_bust_tool} (approved), after Codex's built-in tools"
         )
     if spec.arm.tools:
         namespace = f"mcp__{mcp_server.KIT_SERVER}"
@@ -181,6 +182,8 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
         cli.write_runs(spec.out_dir, runs)
         cli.remove_home(spec, home)
     outcome.versions.update(applied(spec, thread_id))
+    if spec.cache_bust_tool:
+        outcome.versions.update(mcp_server.calls_record(_dummy_answers(spec.out_dir, outcome.transcripts, spec)))
     return outcome
 
 
@@ -211,6 +214,27 @@ def _copy(home: Path, out_dir: Path) -> list[str]:
     rollouts = sorted((home / ".codex" / "sessions").rglob("rollout-*.jsonl"), key=lambda p: p.name)
     names = cli.copy_transcripts([(p, p.name) for p in rollouts], out_dir)
     return names + ([STDOUT] if (out_dir / STDOUT).exists() else [])
+
+
+def _dummy_answers(out_dir: Path, names: list[str], spec: TrialSpec) -> list[str]:
+    """What each call of the trial's dummy tool answered the model: the rollouts' ``function_call_output`` of
+    each call of ``mcp__cachebust``'s tool, without the "Wall time: … Output:" item Codex puts first."""
+    tool = (f"mcp__{mcp_server.CACHE_BUST_SERVER}", spec.cache_bust_tool)
+    calls: set[str] = set()
+    answers: dict[str, str] = {}  # by call id: a resumed turn's rollout lines are read once
+    for name in names:
+        for line in cli.read_jsonl(out_dir / name) if name.startswith("rollout-") else []:
+            item = line.get("payload") if line.get("type") == "response_item" else None
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "function_call" and (item.get("namespace"), item.get("name")) == tool:
+                calls.add(str(item.get("call_id")))
+            elif item.get("type") == "function_call_output" and str(item.get("call_id")) in calls:
+                output = item.get("output")
+                if isinstance(output, list) and mcp_server.result_text(output[:1]).startswith("Wall time:"):
+                    output = output[1:]
+                answers[str(item.get("call_id"))] = mcp_server.result_text(output)
+    return list(answers.values())
 
 
 def _cycles(out_dir: Path, names: list[str]) -> int:

@@ -61,6 +61,27 @@ class Tool:
 
 
 CACHE_BUST_RESULT = json.dumps({"success": True})
+CALLS_KEY = "cache_bust_tool.calls"  # meta ``versions``: how often the dummy tool was called, what each call got
+
+
+def calls_record(answers: list[str]) -> dict[str, str]:
+    """The trial's record of its dummy-tool calls (``CALLS_KEY``), from what each call answered the model, in
+    order; nothing when it was never called. Each distinct answer once, with its count: ``1 call, answered
+    {"success": true}``; a refusal ("MCP tool call requires approval") would show here as the answer."""
+    if not answers:
+        return {}
+    counts = {a: answers.count(a) for a in answers}
+    shown = "; ".join(a if len(counts) == 1 else f"{a} ({n})" for a, n in counts.items())
+    return {CALLS_KEY: f"{len(answers)} call{'s' if len(answers) > 1 else ''}, answered {shown}"[:500]}
+
+
+def result_text(content: object) -> str:
+    """A tool result's text as a transcript keeps it: a string, or the text of each block of a list (Claude Code's
+    ``text`` blocks, Codex's ``input_text`` items), joined by newlines."""
+    if isinstance(content, str):
+        return content
+    blocks = content if isinstance(content, list) else []
+    return "\n".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and "text" in b)
 
 
 def cache_bust(name: str) -> dict[str, Tool]:

@@ -29,12 +29,10 @@ import openai
 from anthropic.types import MessageParam, TextBlockParam, ToolParam
 from openai.types.responses import FunctionToolParam, ResponseInputParam
 
-from kit.agents import sessions
+from kit.agents import mcp_server, sessions
 from kit.agents.base import JsonlWriter, TrialOutcome, TrialSpec
 from kit.agents.filetools import EXTRA_SPECS, SPECS, FileTools, ToolError, ToolSpec
 from kit.errors import InputError
-
-CACHE_BUST_RESULT = json.dumps({"success": True})
 
 
 def _system_text(spec: TrialSpec) -> str:
@@ -245,6 +243,7 @@ def _loop(
 ) -> None:
     """The turns of one trial; fills ``outcome`` (status stays "ok" unless a limit is reached)."""
     answers = outcome.answers
+    dummy: list[str] = []  # what each call of the cache-bust tool answered (meta ``versions``)
     session = 1
     for turn in range(len(spec.prompts)):
         if turn > 0 and spec.arm.session == "fresh":
@@ -282,13 +281,16 @@ def _loop(
             if not calls:
                 outcome.answers.append(text)
                 break
-            adapter.add_results([(cid, *_execute(files, spec, name, args)) for cid, name, args in calls])
+            results = [(cid, *_execute(files, spec, name, args)) for cid, name, args in calls]
+            dummy += [r[1] for r, (_, name, _) in zip(results, calls, strict=True) if name == spec.cache_bust_tool]
+            outcome.versions.update(mcp_server.calls_record(dummy))
+            adapter.add_results(results)
 
 
 def _execute(files: FileTools, spec: TrialSpec, name: str, args: dict) -> tuple[str, bool]:
     """(output, is_error) of one tool call; the cache-bust tool answers harmlessly (docs/method.md#isolation)."""
     if name == spec.cache_bust_tool:
-        return CACHE_BUST_RESULT, False
+        return mcp_server.CACHE_BUST_RESULT, False
     try:
         return files.call(name, args), False
     except ToolError as exc:

@@ -7,6 +7,7 @@ policy's ``Reply`` back into that API's wire format, so a policy is written once
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -24,6 +25,11 @@ _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 NONCE_LINE = "Trial nonce: {}"
 CACHE_BUST_TOOL = "cache_bust_{}"
 _TRIAL_NONCE = re.compile(r"(?:Trial nonce: |cache_bust_)([0-9a-f]{16})\b")
+# The trial's dummy tool as a request offers it: bare (the SDK agents) or under its MCP server
+# (``mcp__cachebust__cache_bust_<nonce>``: Claude Code's name, and Codex's namespace and function joined).
+_DUMMY_TOOL = re.compile(r"(?:^|__)cache_bust_[0-9a-f]{16}$")
+_DEFERRED_DUMMY = re.compile(r"\bmcp__\w+?__cache_bust_[0-9a-f]{16}\b")
+TOOL_SEARCH = "ToolSearch"  # Claude Code's loader of deferred tools (its MCP tools, by default)
 
 
 def trial_nonce(text: str) -> str | None:
@@ -164,3 +170,56 @@ class EchoPolicy:
             f"You asked: {json.dumps(first)}. No task policy was configured, so this answer is a placeholder."
         )
         return Reply(text=text)
+
+
+class CallsDummyTool:
+    """A pack's scripted model that first calls the trial's dummy tool (``task_options.call_dummy_tool``).
+
+    Isolation's ``cache_bust_<nonce>`` tool says "Never call this tool."; models sometimes do, and the
+    technique holds only if the call is answered ``{"success": true}`` and the trial goes on
+    (docs/method.md#isolation). This wrapper makes that happen on purpose, so a test, or a user checking a
+    setup, sees each backend answer it: the first reply of a conversation calls the tool found among the
+    request's tools by name (any name ending ``cache_bust_<nonce>``); where Claude Code defers it behind
+    ToolSearch, that reply loads it (``select:<name>``) and the next one calls it. Then the pack's own
+    policy answers, seeing the conversation without those calls and their results, so it plays exactly as
+    it would have (same cycles, same draws). A conversation whose request offers no such tool is the
+    pack's alone.
+    """
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = f"{inner.name}+call_dummy_tool"
+
+    def reply(self, conversation: Conversation) -> Reply:
+        offered = next((t.name for t in conversation.tools if _DUMMY_TOOL.search(t.name)), None)
+        calls = [c for m in conversation.messages for c in m.tool_calls]
+        if not any(_DUMMY_TOOL.search(c.name) for c in calls):
+            if offered:
+                return Reply(tool_calls=(ToolCall(offered, {}),))
+            deferred = _DEFERRED_DUMMY.search(conversation.all_text())
+            asked = {str(c.arguments.get("query")) for c in calls if c.name == TOOL_SEARCH}
+            load = f"select:{deferred.group(0)}" if deferred else ""
+            if deferred and TOOL_SEARCH in conversation.tool_names() and load not in asked:
+                return Reply(tool_calls=(ToolCall(TOOL_SEARCH, {"query": load, "max_results": 1}),))
+        return self.inner.reply(_without_dummy(conversation))
+
+
+def _without_dummy(conversation: Conversation) -> Conversation:
+    """The conversation without the dummy tool's calls, the ToolSearch calls that loaded it, and their results."""
+
+    def ours(call: ToolCall) -> bool:
+        query = str(call.arguments.get("query", "")) if call.name == TOOL_SEARCH else ""
+        return bool(_DUMMY_TOOL.search(call.name) or _DEFERRED_DUMMY.fullmatch(query.removeprefix("select:")))
+
+    dropped = {c.call_id for m in conversation.messages for c in m.tool_calls if ours(c)}
+    if not dropped:
+        return conversation
+    kept = []
+    for m in conversation.messages:
+        if m.role == "tool" and m.tool_call_id in dropped:
+            continue
+        calls = tuple(c for c in m.tool_calls if c.call_id not in dropped)
+        if m.role == "assistant" and m.tool_calls and not calls and not m.text:
+            continue
+        kept.append(dataclasses.replace(m, tool_calls=calls))
+    return dataclasses.replace(conversation, messages=tuple(kept))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kit.experiment.design import ParamError
+from kit.tasks import dummy_tool
 from kit.tasks.base import Grade, TaskPack
 from kit.tasks.batch_read import BatchReadPack
 from kit.tasks.occupancy import OccupancyPack
@@ -30,8 +31,9 @@ def get(name: str, **options: Any) -> TaskPack:
     if name not in PACKS:
         raise ParamError("task", f"unknown task {name!r}", names())
     cls = PACKS[name]
-    known = set(cls.__dataclass_fields__) - {"name"}
+    known = set(cls.__dataclass_fields__) - {"name"} | {dummy_tool.OPTION}  # the last: every pack's
     unknown = set(options) - known
     if unknown:
         raise ParamError("task_options", f"unknown options {sorted(unknown)} for task {name!r}", sorted(known))
-    return cls(**options)
+    call_dummy = options.pop(dummy_tool.OPTION, False)
+    return dummy_tool.wrap(cls(**options), call_dummy)
