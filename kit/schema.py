@@ -18,6 +18,7 @@ FILES = [
     "file_cycle",  # the response's cycle within its own transcript file (``cycle`` counts across the trial)
     "file_role",  # main, subagent or compaction: whose context window the file's responses fill
     "sidechain",  # the response belongs to a subagent or a compaction request, not the main conversation
+    "side_request",  # compaction or unrecorded: a request the client made besides the conversation's (method.md#totals)
 ]
 PROVENANCE = ["backend", "model", "source_format", "source_path", "source_line"]
 TOKENS = [
@@ -73,6 +74,7 @@ REQUEST_DTYPES: dict[str, str] = {
     "file_cycle": "Int64",
     "file_role": "string",
     "sidechain": "boolean",
+    "side_request": "string",
     "backend": "string",
     "model": "string",
     "source_format": "string",

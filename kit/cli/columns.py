@@ -55,8 +55,19 @@ _COMMON: dict[str, tuple[str, str]] = {
         "index from 0",
     ),
     "file_cycle": ("model response within its own transcript file (`cycle` counts across the trial)", "index from 0"),
-    "file_role": ("whose context window the file's responses fill: `main`, `subagent` or `compaction`", "text"),
+    "file_role": (
+        "whose context window the file's responses fill: `main`, `subagent` or `compaction`; `side` for a request "
+        "only the provider log holds, at no compaction",
+        "text",
+    ),
     "sidechain": ("the response belongs to a subagent or a compaction request, not the main conversation", "boolean"),
+    "side_request": (
+        "a request the client made besides the conversation's, counted in the totals: `compaction` (a compaction's "
+        "summary request: a Codex rollout's own, a compaction file's, or one only the provider log holds) or "
+        "`unrecorded` (only the provider log holds it, at no compaction); empty for the conversation's and its "
+        "subagents' responses (docs/method.md#totals)",
+        "text",
+    ),
     "model": ("model name as the source reports it", "text"),
     "source_format": ("transcript format the row was read from (`kit.transcripts.FORMATS`)", "text"),
     "source_path": ("file the row was read from (in a batch's tables: relative to the batch folder)", "path"),
@@ -174,6 +185,7 @@ _TRIALS = [
     *(f"calls_{c}" for c in CATEGORIES),
     *parse.RESPONSE_SUMS,
     *parse.QUOTA_COLUMNS,
+    *parse.SIDE_COLUMNS,
 ]
 _TRIAL_SUMS = (
     {
@@ -189,6 +201,13 @@ _TRIAL_SUMS = (
         f"{c}_{end}": (f"{_COMMON[c][0].split(',')[0]}, at the trial's {end} response that reported it", "percent")
         for c in schema.QUOTA
         for end in ("first", "last")
+    }
+    | {
+        "side_requests": ("the trial's side requests (`side_request`); missing for a trial without responses", "count"),
+        "side_tokens": (
+            "their total tokens, part of `total_tokens` (docs/method.md#totals); missing if any one's usage is unknown",
+            "tokens",
+        ),
     }
 )
 

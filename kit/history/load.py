@@ -77,7 +77,7 @@ def load(
         project=req["source_path"].map(lambda p: ident[p]["project"]).astype("string"),
     )
     req = _in_range(req, since, until)
-    numbered, tools, events = [], [], []
+    numbered, tools, events, unseen = [], [], [], []
     res_by_path = {p: g for p, g in res.groupby("source_path", sort=False)}
     events_by_path: dict[str, list[dict]] = {}
     for event in attrs.get("events", []):
@@ -91,13 +91,15 @@ def load(
         found = [res_by_path[p] for p in own if p in res_by_path]
         if found:
             tools.append(sources.renumbered(pd.concat(found), numbering).assign(**key))
-        events += [sources.trial_event(e, key, numbering) for p in own for e in events_by_path.get(p, [])]
+        mine = [e for p in own for e in events_by_path.get(p, [])]
+        events += [sources.trial_event(e, key, numbering) for e in mine]
+        unseen += sources.unseen_compactions(rows, numbering, mine)  # no provider log: such requests cannot be seen
     req = pd.concat(numbered, ignore_index=True) if numbered else req.iloc[:0]
     req = _derived(req)
     tool_results = pd.concat(tools, ignore_index=True) if tools else res.iloc[:0]
     event_frame = pd.DataFrame(events, columns=sources.EVENT_COLUMNS)
     history = History(
-        req, tool_results, event_frame, list(attrs.get("files", [])), list(attrs.get("issues", [])),
+        req, tool_results, event_frame, list(attrs.get("files", [])), [*attrs.get("issues", []), *unseen],
         list(attrs.get("repeats", [])), [str(p) for p in paths],
     )  # fmt: skip
     history.unpriced = _unpriced(req)

@@ -5,9 +5,13 @@ the Codex rollouts, the Claude session files: ``kit.transcripts.sources``, the o
 parse`` follows too); the embedded provider's log of the same trial is a cross-check, and any
 disagreement between the two is reported in ``parse_issues``, never silently resolved
 (docs/method.md#transcripts); so are the other files of the same responses (``codex exec --json``
-stdout, stream-json), in sums. A trial's files (fresh sessions, subagents, compactions) are numbered in
-start order, so ``cycle`` counts the trial's responses (docs/tables.md). The provider log
-also gives each request's prompt segments (content hashes and token counts), which the cache model
+stdout, stream-json), in sums. The log also holds the requests a CLI makes that its transcript does
+not record (Claude Code's compaction summaries): they join the rows as side requests (``side_request``),
+so that total tokens hold every request of the trial (``kit.transcripts.sources.with_log``,
+docs/method.md#totals); a compaction whose requests no source holds is an issue. A trial's files
+(fresh sessions, subagents, compactions) are numbered in start order, so ``cycle`` counts the trial's
+responses (docs/tables.md). The provider log also gives each request's prompt segments (content hashes
+and token counts), which the cache model
 replays offline.
 """
 
@@ -44,6 +48,7 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "QUOTA_COLUMNS",
     "RESPONSE_SUMS",
     "SEGMENT_COLUMNS",
+    "SIDE_COLUMNS",
     "batch_path",
     "parse_batch",
     "totals",
@@ -56,6 +61,7 @@ META_COLUMNS = [
 SEGMENT_COLUMNS = ["batch", "arm", "run", "trial_id", "cycle", "t", "input_tokens", "segments_json"]
 RESPONSE_SUMS = [*OUTPUT, *CODE_MODE]  # per-response counts the trials table sums
 QUOTA_COLUMNS = [f"{c}_{end}" for c in QUOTA for end in ("first", "last")]  # quota at the trial's first/last response
+SIDE_COLUMNS = ["side_requests", "side_tokens"]  # the trial's side requests (compactions …) and their total tokens
 
 
 def _trial_meta(trials: list[sources.Trial]) -> pd.DataFrame:
@@ -91,11 +97,13 @@ def _parse_batch(bd: BatchDir, strict: bool) -> dict[str, pd.DataFrame]:
         log = trial.log
         rows, found, logged = _read_trial(trial, strict)
         rows, numbering = sources.number(rows)
+        checks: list[dict] = []
         if logged is None:
-            found, checks = sources.renumbered(found, numbering), []
+            found = sources.renumbered(found, numbering)
         else:
-            checks = sources.crosscheck(rows, *logged)
+            rows, numbering, checks = sources.with_log(rows, numbering, *logged)
         issues += rows.attrs.get("issues", []) + _disagreements(rows) + checks + sources.check_others(trial, rows)
+        issues += sources.unseen_compactions(rows, numbering)
         events += [sources.trial_event(e, ident, numbering) for e in rows.attrs.get("events", [])]
         requests.append(rows.assign(**ident, backend=trial.meta.backend))
         tools.append(found.assign(**ident))
@@ -108,7 +116,9 @@ def _parse_batch(bd: BatchDir, strict: bool) -> dict[str, pd.DataFrame]:
     )
     tables = {
         "requests": req,
-        "trials": _with_response_counts(_with_calls_by_category(metrics.trial_table(req, meta_df), tool_results), req),
+        "trials": _with_side_requests(
+            _with_response_counts(_with_calls_by_category(metrics.trial_table(req, meta_df), tool_results), req), req
+        ),
         "tool_results": tool_results,
         "parse_issues": pd.DataFrame(issues, columns=ISSUE_COLUMNS).astype({"source_line": "Int64"}),
         "segments": pd.DataFrame(segments, columns=SEGMENT_COLUMNS),
@@ -151,6 +161,20 @@ def _with_response_counts(trials: pd.DataFrame, req: pd.DataFrame) -> pd.DataFra
     )  # GroupBy.first/last skip missing values: the first and last response that reported the window
     out = trials.merge(pd.concat([sums, quota], axis=1), left_on="trial_id", right_index=True, how="left")
     return out.astype({**{c: "Int64" for c in RESPONSE_SUMS}, **{c: "Float64" for c in QUOTA_COLUMNS}})
+
+
+def _with_side_requests(trials: pd.DataFrame, req: pd.DataFrame) -> pd.DataFrame:
+    """Per trial, how many of its requests were side requests (``side_request``: compactions, requests only the
+    provider log holds) and their total tokens, which ``total_tokens`` includes: what the report can say of them.
+    0 for a trial with rows and none of them; missing for a trial without rows, and the tokens where a side
+    request's usage is unknown."""
+    side = req[req["side_request"].notna()].groupby("trial_id", sort=False)
+    ids, read = trials["trial_id"], trials["trial_id"].isin(req["trial_id"])
+    count = ids.map(side.size()).fillna(0).astype("Int64")
+    tokens = ids.map(side["total_tokens"].sum(skipna=False)).astype("Int64")
+    return trials.assign(
+        side_requests=count.where(read), side_tokens=tokens.where(count > 0, 0).astype("Int64").where(read)
+    )
 
 
 def _read_trial(
@@ -212,7 +236,7 @@ _disagreements = sources.disagreements  # the name tests and notebooks have used
 def totals(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per arm: trials, failed, requests and token sums (what the parse notebook shows)."""
     trials = tables["trials"]
-    cols = ["input_tokens", "cache_read_tokens", "output_tokens", "total_tokens"]
+    cols = ["input_tokens", "cache_read_tokens", "output_tokens", "total_tokens", "side_tokens"]
     g = trials.groupby("arm", dropna=False)
     out = g[cols].sum(min_count=1)
     out.insert(0, "failed", g["status"].apply(lambda s: int((s != "ok").sum())))

@@ -83,6 +83,12 @@ VERBS = ("load", "save", "format", "parse", "check", "merge", "list", "count", "
 NOUNS = ("user", "order", "item", "address", "invoice", "note", "profile", "setting", "record", "page")
 NEEDS = (("session",), ("tokens",), ("tokens",), ("tokens",), ("tokens", "config", "tests"))
 DISCOVER = "auth|Auth"  # what the agent searches for to find where authentication happens
+# How each CLI asks the model to summarise its context when it compacts (seen by the embedded provider: Claude
+# Code 2.1.328's ``/compact`` request, Codex 0.169.0's automatic one past ``model_auto_compact_token_limit``)
+COMPACTION_PROMPTS = (
+    "Your task is to create a detailed summary of the conversation so far",
+    "CONTEXT CHECKPOINT COMPACTION",
+)
 
 
 @dataclass(frozen=True)
@@ -428,6 +434,8 @@ class SessionChainPolicy:
     name: str = "session-chain"
 
     def reply(self, conv: Conversation) -> Reply:
+        if is_compaction(conv):
+            return Reply(compaction_summary(conv), (), conv.rng("session-chain").randint(32, 160))
         if not tooluse.can_read(conv):
             return Reply(text="I have no tool to read files here, so I cannot inspect the project.")
         turn = tooluse.current_question(conv, self.questions)
@@ -487,6 +495,28 @@ class SessionChainPolicy:
             if top:
                 return Reply("Reading the top matches.", tuple(tooluse.read_call(conv, p) for p in top), reasoning)
         return Reply(tooluse.definitions_answer(seen), (), reasoning)
+
+
+def is_compaction(conv: Conversation) -> bool:
+    """A CLI's request to summarise the conversation for a compaction (``COMPACTION_PROMPTS``), not a turn's."""
+    return _asks_summary(conv.last_user_text())
+
+
+def _asks_summary(text: str) -> bool:
+    return any(marker in text for marker in COMPACTION_PROMPTS)
+
+
+def compaction_summary(conv: Conversation) -> str:
+    """The summary a compaction request gets: text only, as both CLIs ask (Claude Code retries a reply with a tool
+    call: measured, two summary requests instead of one), naming the earlier questions, final answers and files
+    read, in Claude Code's ``<analysis>``/``<summary>`` form (Codex keeps the text as it is)."""
+    questions = [m.text for m in conv.messages if m.role == "user" and m.text and not _asks_summary(m.text)]
+    answers = [m.text for m in conv.messages if m.role == "assistant" and m.text and not m.tool_calls]
+    read = sorted(tooluse.file_contents(conv))
+    lines = [f"- Question: {' '.join(q.split())[:300]}" for q in questions]
+    lines += [f"- Answer: {' '.join(a.split())[:600]}" for a in answers]
+    lines.append(f"- Files read: {', '.join(read) if read else 'none'}")
+    return "<analysis>The conversation so far, in order.</analysis>\n<summary>\n" + "\n".join(lines) + "\n</summary>"
 
 
 # ---------------------------------------------------------------- the pack

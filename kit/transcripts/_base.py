@@ -117,6 +117,11 @@ class Parsed:
 
 
 MAIN = "main"  # the role of a file whose responses fill the trial's own context window (``Reader.role``)
+COMPACTION = "compaction"  # a file's role, and a row's ``side_request``: a request that summarises a context window
+UNRECORDED = "unrecorded"  # a row's ``side_request``: a request only the provider log holds, at no compaction
+SIDE = "side"  # the role of the provider log's requests no transcript holds (``kit.transcripts.sources.with_log``)
+# The events that say a context window was replaced by a summary: Claude Code's, Codex's (two CLI generations)
+COMPACTION_EVENTS = frozenset({"system:compact_boundary", "compacted", "context_compacted"})
 
 
 def main_role(path: Path) -> str:

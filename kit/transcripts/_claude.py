@@ -23,7 +23,7 @@ import orjson
 
 from kit.framing import block_framing, block_tokens, result_block
 from kit.transcripts import _usage
-from kit.transcripts._base import MAIN, Issues, as_dict
+from kit.transcripts._base import COMPACTION, MAIN, Issues, as_dict
 from kit.transcripts._tools import result_row, text_of
 
 BACKEND = "claude"
@@ -298,5 +298,5 @@ def file_role(path: Path) -> str:
     """Whose window a Claude Code file's responses fill: it writes subagents to ``subagents/agent-*.jsonl`` and
     compaction requests to ``agent-acompact-*`` (``Reader.role``)."""
     if path.name.startswith("agent-acompact"):
-        return "compaction"
+        return COMPACTION
     return "subagent" if path.name.startswith("agent-") or path.parent.name == "subagents" else MAIN

@@ -47,6 +47,7 @@ from kit.framing import block_framing, block_tokens, result_block
 from kit.jsontypes import Row
 from kit.transcripts import _usage
 from kit.transcripts._base import (
+    COMPACTION,
     MAIN,
     Issues,
     Parsed,
@@ -111,6 +112,7 @@ class _Payload(msgspec.Struct, gc=False):
     thread_id: Any = None
     response_id: Any = None
     usage: Any = None
+    compaction_response_id: Any = None  # a ``compacted`` line's: the response that wrote its summary
     encrypted_content: msgspec.Raw = msgspec.Raw(b"null")  # a reasoning item's opaque text: only framed
 
     def _known(self) -> dict[str, object]:
@@ -315,6 +317,8 @@ class _Response:
     quota: dict[str, float]  # used percent per window, from the response's ``token_count``
     key: tuple | None  # ``_key(usage)``
     paired: bool = False  # the other kind of usage line of the same response was seen too
+    response_id: object = None  # as its ``token_usage_record`` names it (None where only a ``token_count`` told)
+    side_request: str | None = None  # COMPACTION: the response a ``compacted`` line names as its summary
 
 
 def _key(usage: object) -> tuple | None:
@@ -383,6 +387,7 @@ class _File:
             self._completed(number, payload.item)
         elif kind == "compacted":
             self._event(number, line, kind)
+            self._compaction(payload.compaction_response_id)
         elif kind == "event_msg" and payload.type in ("context_compacted", "turn_aborted"):
             self._event(number, line, payload.type)
 
@@ -499,7 +504,9 @@ class _File:
             call_id = str(item.id)
             self.failed |= {call_id} if call_id in self.open_calls else self.open_cells
 
-    def _usage_line(self, number: int, line: _Line, usage: object, source: str, quota: dict[str, float]) -> None:
+    def _usage_line(
+        self, number: int, line: _Line, usage: object, source: str, quota: dict[str, float], response_id: object = None
+    ) -> None:
         """A response's usage line: the other line of the response just read (same counts), or a new response.
 
         Codex writes a response's ``token_usage_record`` and its ``token_count`` one after the other, so
@@ -509,9 +516,11 @@ class _File:
         if last is not None and not last.paired and last.source != source and key is not None and key == last.key:
             last.paired = True
             last.quota = quota or last.quota
+            last.response_id = last.response_id or response_id
             return
         turn = len(self.turn_ids) or None
         found = _Response(number, line.timestamp, usage, self.current, turn, self.model, source, quota, key)
+        found.response_id = response_id
         self.responses.append(found)
         self.current = _Output()
 
@@ -533,6 +542,7 @@ class _File:
             **resp.output.columns(self.want_tools),
             "quota_primary_used": resp.quota.get("primary"),
             "quota_secondary_used": resp.quota.get("secondary"),
+            "side_request": resp.side_request,
             "started_at": resp.timestamp,
         }
 
@@ -546,7 +556,7 @@ class _File:
                 self.collapsed += 1
                 return
             self.response_ids.add(response_id)
-        self._usage_line(number, line, record.usage, RECORD, {})
+        self._usage_line(number, line, record.usage, RECORD, {}, response_id)
 
     def _token_count(self, number: int, line: _Line, payload: _Payload) -> None:
         quota = self._rates(payload.rate_limits)
@@ -583,6 +593,19 @@ class _File:
                     entry = rates[window] = {"first": used, "window_minutes": value.get("window_minutes")}
                 entry["last"] = seen[window] = used
         return seen
+
+    def _compaction(self, response_id: object) -> None:
+        """Mark the response a ``compacted`` line names (``compaction_response_id``, CLI 0.169.0) as the compaction's
+        summary request: Codex compacts with a request of its own (measured against the embedded provider: no tools,
+        its prompt "You are performing a CONTEXT CHECKPOINT COMPACTION"), which the rollout records like any
+        response. A line naming none (older CLIs), or a response the rollout lacks, marks nothing; the parse stage
+        then says the compaction's request is not seen (``kit.transcripts.sources.unseen_compactions``)."""
+        if response_id is None:
+            return
+        for resp in reversed(self.responses):
+            if resp.response_id == response_id:
+                resp.side_request = COMPACTION
+                return
 
     def _event(self, number: int, line: _Line, kind: str) -> None:
         self.events.append(
@@ -685,7 +708,7 @@ def file_role(path: Path) -> str:
             break
         subagent = as_dict(payload.get("source")).get("subagent")
         if subagent == "compact":
-            return "compaction"
+            return COMPACTION
         return "subagent" if subagent is not None or payload.get("thread_source") == "subagent" else MAIN
     return MAIN
 

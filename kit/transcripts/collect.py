@@ -46,16 +46,18 @@ def write(df: pd.DataFrame, out: Path) -> None:
 
 
 def trial_rows(trial: sources.Trial, format: str = "auto", strict: bool = False) -> tuple[pd.DataFrame, list[dict]]:
-    """A trial's rows as the parse stage makes them (primary sources, numbered across the trial, identity
-    from meta.json) and every issue: the transcripts', their own cross-checks, and each other file's
-    disagreement with them (the provider log request by request, other formats in sums)."""
-    rows, _ = sources.number(read(trial.primary, format=format, strict=strict))
-    rows = rows.assign(**trial.ident, backend=trial.meta.backend)
+    """A trial's rows as the parse stage makes them (primary sources, numbered across the trial, the provider log's
+    side requests added, identity from meta.json) and every issue: the transcripts', their own cross-checks, each
+    other file's disagreement with them (the provider log request by request, other formats in sums) and the
+    compactions no source holds the requests of."""
+    rows, numbering = sources.number(read(trial.primary, format=format, strict=strict))
     issues = [*rows.attrs["issues"], *sources.disagreements(rows)]
     if trial.log is not None and trial.log not in trial.primary:
         logged = read([trial.log])
-        issues += [*logged.attrs["issues"], *sources.crosscheck(rows, logged, trial.log)]
-    return rows, issues + sources.check_others(trial, rows)
+        rows, numbering, checks = sources.with_log(rows, numbering, logged, trial.log)
+        issues += [*logged.attrs["issues"], *checks]
+    rows = rows.assign(**trial.ident, backend=trial.meta.backend)
+    return rows, issues + sources.check_others(trial, rows) + sources.unseen_compactions(rows, numbering)
 
 
 SET_ASIDE = ("_failed", "_incomplete")  # where a resume moves earlier attempts (``kit.stages.run._set_aside``)
@@ -128,6 +130,7 @@ def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tu
         df = read(loose, format=format, strict=strict)
         frames.append(df)
         issues += [*df.attrs["issues"], *sources.disagreements(df), *map(_twin_issue, twins(df))]
+        issues += sources.unseen_compactions(*sources.number(df))  # the files as one trial: compactions in any
     frames = [f for f in frames if len(f)]
     df = pd.concat(frames, ignore_index=True) if frames else schema.requests_frame([])
     note = ""

@@ -30,7 +30,7 @@ from kit.experiment.layout import BATCH_LOG, TrialDir
 from kit.jsontypes import Row
 from kit.records import TrialMeta
 from kit.transcripts import read, readers
-from kit.transcripts._base import MAIN, TranscriptError
+from kit.transcripts._base import COMPACTION, COMPACTION_EVENTS, MAIN, SIDE, UNRECORDED, TranscriptError
 from kit.transcripts._detect import detect
 
 CHECKED = ["input_tokens", "cache_read_tokens", "output_tokens"]
@@ -124,6 +124,15 @@ class Numbering:
         own = self.files.get(source_path, (np.array([]), None))[0]
         return int(own[0]) if len(own) else None
 
+    def gap(self, source_path: str, file_cycle: int | None) -> tuple[int, float] | None:
+        """Where an event before the file's response ``file_cycle`` sits in the trial: the trial cycles of the file's
+        response before it (-1 for none) and of the one at or after it (infinity past the file's last)."""
+        if file_cycle is None or pd.isna(file_cycle) or source_path not in self.files:
+            return None
+        own, trial = self.files[source_path]
+        i = int(np.searchsorted(own, file_cycle, side="left"))
+        return (int(trial[i - 1]) if i else -1), (float(trial[i]) if i < len(trial) else float("inf"))
+
     def cycle(self, source_path: str, file_cycle: int | None) -> int | None:
         """The trial cycle of the first response of ``source_path`` at or after ``file_cycle`` (an event's
         or tool result's "next request"); past the file's last response, one past that response."""
@@ -153,8 +162,9 @@ def number(rows: pd.DataFrame) -> tuple[pd.DataFrame, Numbering]:
     files one after the other (fresh sessions) follow each other, and a subagent's responses fall
     between the parent's where they happened, as the provider logged them. A main file's turns follow
     the previous main file's; subagent and compaction responses are no user's turn (NA). ``sidechain``
-    is set for those files' responses and for the responses a reader lists in ``attrs["sidechain_ids"]``
-    (subagent lines inside a Claude session).
+    is set for those files' responses, for the responses a reader lists in ``attrs["sidechain_ids"]``
+    (subagent lines inside a Claude session) and for the side requests a reader marks (``side_request``: a
+    Codex rollout's compaction request); a compaction file's responses are side requests too.
     """
     attrs = rows.attrs
     started = pd.to_datetime(rows["started_at"], utc=True, errors="coerce", format="ISO8601")
@@ -173,7 +183,9 @@ def number(rows: pd.DataFrame) -> tuple[pd.DataFrame, Numbering]:
         trial = np.array([place[i, pos] for pos in range(len(part))], dtype=np.int64)
         numbering[path] = (np.arange(len(part)) if own.isna().any() else own.to_numpy(dtype=np.int64), trial)
         trial_turn = part["turn"] + turn if kind == "main" else pd.Series(pd.NA, index=part.index, dtype="Int64")
-        marked = np.array([(path, c) in sidechain_ids for c in own], dtype=bool)
+        side = part["side_request"].astype("string") if "side_request" in part else pd.Series(pd.NA, index=part.index)
+        side = side.fillna(COMPACTION) if kind == COMPACTION else side
+        marked = np.array([(path, c) in sidechain_ids for c in own], dtype=bool) | side.notna().to_numpy()
         parts.append(
             part.assign(
                 file_cycle=own,
@@ -181,6 +193,7 @@ def number(rows: pd.DataFrame) -> tuple[pd.DataFrame, Numbering]:
                 turn=trial_turn,
                 file_role=kind,
                 sidechain=marked | (kind != "main"),
+                side_request=side.astype("string"),
                 _order=trial,
             )
         )
@@ -243,10 +256,129 @@ def crosscheck(primary: pd.DataFrame, logged: pd.DataFrame, log: Path) -> list[d
     ]
 
 
+def with_log(
+    rows: pd.DataFrame, numbering: Numbering, logged: pd.DataFrame, log: Path
+) -> tuple[pd.DataFrame, Numbering, list[dict]]:
+    """A trial's numbered rows with the provider log's requests that no transcript holds, and the cross-check.
+
+    The log holds every request the client made (the embedded provider's, and the recording proxy's in front of
+    a real endpoint); a transcript holds the conversation's. A CLI makes requests besides it that its transcript
+    does not record: Claude Code's summary requests of a compaction (measured on 2.1.328: a ``/compact`` turn
+    made two, about 12,800 input tokens each, that only the log holds), title or other side requests. Left out,
+    they would make total tokens understate the trial (docs/method.md#totals). So where the log has more
+    requests than the transcripts, each transcript response is matched, in order, to the first later logged
+    request with the same counts (``CHECKED``; the input count alone where no such request is left), and the
+    requests left over join the rows as side requests (``side_request``: ``compaction`` where a compaction event
+    of the transcript falls between them and the transcript's next response, else ``unrecorded``), read from
+    the log (``source_format`` ``provider_log``, ``file_role`` ``compaction`` or ``side``, no user's turn).
+    ``cycle`` is then the log's order, as ``segments`` and the log's tool results number it, and ``numbering``
+    follows. Where the transcript's responses cannot all be matched, nothing is added and the issue says how
+    many tokens the log holds beyond the rows. Otherwise the pairs are compared as ``crosscheck`` does.
+    """
+    if len(logged) <= len(rows):
+        return rows, numbering, crosscheck(rows, logged, log)
+    logged = logged.reset_index(drop=True)
+    matched = _matched(rows, logged)
+    if matched is None:
+        beyond = logged["total_tokens"].sum(min_count=1) - rows["total_tokens"].sum(min_count=1)
+        reason = (
+            f"cross-check: {len(rows)} responses in the transcript, {len(logged)} in the provider log, which the "
+            f"transcript's responses cannot be matched to in order: the log's {beyond} further tokens are not "
+            "in the rows"
+        )
+        return rows, numbering, [{"source_path": str(log), "source_line": 0, "reason": reason}]
+    cycles = np.asarray(matched, dtype=np.int64)
+    files = {path: (own, cycles[trial]) for path, (own, trial) in numbering.files.items()}
+    extra = np.setdiff1d(np.arange(len(logged)), cycles)
+    files[str(log)] = (logged["cycle"].to_numpy(dtype=np.int64)[extra], extra)
+    numbering = Numbering(files)
+    kinds = _side_kinds(rows.attrs.get("events", []), numbering, extra)
+    side = logged.iloc[extra].assign(
+        file_cycle=logged["cycle"].iloc[extra],
+        cycle=extra,
+        turn=pd.NA,
+        file_role=[COMPACTION if k == COMPACTION else SIDE for k in kinds],
+        sidechain=True,
+        side_request=kinds,
+    )
+    mine = rows.assign(cycle=cycles)
+    out = pd.concat([mine, side.reindex(columns=rows.columns)], ignore_index=True).sort_values("cycle", kind="stable")
+    out = out.astype({c: rows[c].dtype for c in rows.columns}).reset_index(drop=True)
+    out.attrs = rows.attrs
+    return out, numbering, crosscheck(rows, logged.iloc[cycles].reset_index(drop=True), log)
+
+
+def _matched(rows: pd.DataFrame, logged: pd.DataFrame) -> list[int] | None:
+    """For each transcript response in trial order, the logged request it is (``with_log``): the first one after
+    the previous response's with the same counts, else with the same input count; None where one has neither."""
+    key = [tuple(None if pd.isna(v) else int(v) for v in values) for values in logged[CHECKED].itertuples(index=False)]
+    found, start = [], 0
+    for values in rows[CHECKED].itertuples(index=False):
+        mine = tuple(None if pd.isna(v) else int(v) for v in values)
+        if mine[0] is None:
+            return None
+        later = range(start, len(key))
+        at = next((j for j in later if key[j] == mine), None)
+        at = at if at is not None else next((j for j in later if key[j][0] == mine[0]), None)
+        if at is None:
+            return None
+        found.append(at)
+        start = at + 1
+    return found
+
+
+def _compaction_gaps(events: list[Row], numbering: Numbering) -> list[tuple[Row, tuple[int, float]]]:
+    """Each compaction event (``COMPACTION_EVENTS``) with its gap in the trial (``Numbering.gap``): the response
+    of its file before it, whose request a Codex compaction is, to the next one, which Claude Code's precede."""
+    found = []
+    for event in events:
+        if event.get("kind") in COMPACTION_EVENTS:
+            gap = numbering.gap(str(event.get("source_path")), event.get("cycle"))
+            if gap is not None:
+                found.append((event, gap))
+    return found
+
+
+def _side_kinds(events: list[Row], numbering: Numbering, cycles: np.ndarray) -> list[str]:
+    """``compaction`` for each side request (by trial cycle) inside a compaction event's gap, else ``unrecorded``."""
+    gaps = [gap for _, gap in _compaction_gaps(events, numbering)]
+    return [COMPACTION if any(a <= c < b for a, b in gaps) else UNRECORDED for c in cycles]
+
+
+def unseen_compactions(rows: pd.DataFrame, numbering: Numbering, events: list[Row] | None = None) -> list[dict]:
+    """The compactions whose requests are in none of the rows, as issues: their tokens are missing from the totals.
+
+    A compaction is seen where a row marked ``side_request`` ``compaction`` lies in its gap (``_compaction_gaps``):
+    a Codex rollout's own summary request, a compaction file's responses, or the provider log's requests
+    (``with_log``). Claude Code writes none of its summary requests into its transcripts (measured on 2.1.328),
+    so a user's own history, which has no provider log, cannot see them: the issue says so, once per gap
+    (a Codex compaction has two events in older CLIs), at the event's line. ``events``: the readers' events of
+    the rows' files (default ``rows.attrs["events"]``; a history passes each session's own).
+    """
+    side = rows["side_request"].astype("string") if "side_request" in rows else pd.Series(dtype="string")
+    marked = rows.loc[(side == COMPACTION).fillna(False).to_numpy(), "cycle"].dropna().astype(int).tolist()
+    issues, told = [], set()
+    found = rows.attrs.get("events", []) if events is None else events
+    for event, (a, b) in _compaction_gaps(found, numbering):
+        if (a, b) in told or any(a <= c < b for c in marked):
+            continue
+        told.add((a, b))
+        reason = (
+            f"{event['kind']}: no request of this compaction is in the transcript and no provider log gives it "
+            "(Claude Code records none of its summary requests; a Codex rollout names its own): its tokens are "
+            "not in the total tokens, which understate the session (docs/method.md#totals)"
+        )
+        issues.append({"source_path": event["source_path"], "source_line": event["source_line"], "reason": reason})
+    return issues
+
+
 def check_others(trial: Trial, rows: pd.DataFrame) -> list[dict]:
     """The trial's other files of the same responses against its rows: their own issues and every sum
-    they disagree on (``_totals_check``)."""
+    they disagree on (``_totals_check``). The side requests taken from the provider log (``with_log``) are
+    in none of those files, so the transcripts' own rows are compared."""
     issues = []
+    if trial.log is not None and trial.log not in trial.primary:
+        rows = rows[rows["source_path"] != str(trial.log)]
     for other in trial.others:
         theirs = read([other])
         issues += [*theirs.attrs["issues"], *_totals_check(rows, theirs, other)]
