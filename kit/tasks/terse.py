@@ -24,6 +24,14 @@ its median ~ ``1 - skill_ratio`` (0.40). Quality: baseline and terse state every
 skill drops one of its three facts with probability ``drop_fact_p`` (0.2), so its expected grade is
 ``1 - drop_fact_p / 3`` (0.933), with no effect on its length. The skill text also adds input tokens to
 every request, which the total-token headline counts and an output-only measurement (caveman's) misses.
+
+The user's own inputs (``kit.tasks.terse_user``): ``task_options.prompts_file`` replaces the twelve questions
+with the user's, one per line, and ``task_options.skills_dir`` replaces the ``skill`` arm with one arm per
+``<name>/SKILL.md`` (instruction ``Answer concisely.`` plus that file's text, in the system prompt, as the
+pack's own skill), so the arms are ``baseline``, ``terse`` and each skill's name (list them in ``arms``).
+The scripted model plays every user skill alike (``skill_ratio``; skill vs skill is truly 1.0). A user's
+question that is one of the twelve keeps its answer key; any other is answered from the bank's generic
+sentences and is not graded (``NO_KEY``), since the kit has no ground truth for it.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import hashlib
 import math
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -43,6 +51,7 @@ from kit.experiment.design import Arm, ParamError
 from kit.jsontypes import PackFacts
 from kit.provider.policy import Conversation, Reply
 from kit.tasks.base import Grade
+from kit.tasks.terse_user import UserPrompt, UserSkill, read_prompts, read_skills
 from kit.tokens import count
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -54,6 +63,8 @@ TERSE = "Answer concisely."
 SKILL = SKILL_FILE.read_text(encoding="utf-8")
 SKILL_MARKER = SKILL.splitlines()[0]  # the skill's heading: how the scripted model knows it was given the skill
 BASE_FILL = 0.75  # the baseline's expected share of the full verbose material
+USER_INTRO = "Here is the general picture."  # a user's question outside the bank: no facts, only generic prose
+NO_KEY = "no answer key: a question of the user's prompts file that is not one of the pack's"
 README = (
     "# terse task\n\n"
     "This folder is intentionally empty. The question is a general developer question: answer it from\n"
@@ -159,7 +170,9 @@ def _check_question(q: Question, where: str) -> None:
 
 
 def _grade_answer(answer: str, question: Question) -> Grade:
-    """Share of the question's key terms the answer contains."""
+    """Share of the question's key terms the answer contains; not graded for a question without any."""
+    if not question.terms:
+        return Grade(None, NO_KEY)
     missing = [t for t in question.terms if not has_term(answer, t)]
     found = len(question.terms) - len(missing)
     detail = f"key terms {found}/{len(question.terms)}" + (f"; missing: {', '.join(missing)}" if missing else "")
@@ -169,7 +182,7 @@ def _grade_answer(answer: str, question: Question) -> Grade:
 def _render(style: str, facts: list[str], pad: list[str], q: Question, opener: str, closer: str) -> str:
     if style == "skill":
         return "\n".join(f"- {compress(s)}" for s in facts + pad) + "\n"
-    body = " ".join(facts) + ("\n\n" + " ".join(pad) if pad else "")
+    body = "\n\n".join(part for part in (" ".join(facts), " ".join(pad)) if part)
     if style == "terse":
         return body + "\n"
     return f"{opener} {q.intro}\n\n{body}\n\n{closer}\n"
@@ -186,23 +199,34 @@ class TerseEffect:
     name: str = "terse"
 
 
+def _bank_questions() -> tuple[Question, ...]:
+    return load_bank().questions
+
+
 @dataclass
 class TersePolicy(TerseEffect):
-    """The scripted model for this pack (see the module docstring for its true effect)."""
+    """The scripted model for this pack (see the module docstring for its true effect).
+
+    ``questions`` are the ones it answers (the bank's, or the user's prompts file's); ``markers`` the texts
+    that tell it a skill was given (the pack's skill heading, or each user SKILL.md's text).
+    """
+
+    questions: tuple[Question, ...] = field(default_factory=_bank_questions)
+    markers: tuple[str, ...] = (SKILL_MARKER,)
 
     def style(self, conv: Conversation) -> str:
         """Which arm's instruction the model was given, read from its context."""
         text = conv.all_text()
-        if SKILL_MARKER in text:
+        if any(marker in text for marker in self.markers):
             return "skill"
         return "terse" if TERSE in text else "baseline"
 
     def question(self, conv: Conversation) -> Question | None:
         asked = [m.text for m in conv.messages if m.role == "user" and m.text]
         for text in reversed(asked):
-            for q in load_bank().questions:
-                if q.prompt in text:
-                    return q
+            found = [q for q in self.questions if q.prompt in text]
+            if found:  # the longest: a user's short question may lie inside a longer one
+                return max(found, key=lambda q: len(q.prompt))
         return None
 
     def reply(self, conv: Conversation) -> Reply:
@@ -219,6 +243,7 @@ class TersePolicy(TerseEffect):
         z = rng.gauss(0.0, 1.0)
         target = verbose * BASE_FILL * factor * math.exp(self.noise * z - self.noise**2 / 2)
         drop = rng.random() < self.drop_fact_p if style == "skill" else False
+        drop = drop and bool(q.terms)  # a user's question without facts has none to drop
         dropped = rng.choice(q.terms) if drop else None
         facts = [s for t, s in q.facts.items() if t != dropped]
         pool = [*q.elaboration, *rng.sample(bank.generic, len(bank.generic))]
@@ -235,7 +260,14 @@ class TersePolicy(TerseEffect):
 
 @dataclass
 class TersePack(TerseEffect):
-    """The pack object the run stage uses (see the module docstring)."""
+    """The pack object the run stage uses (see the module docstring).
+
+    ``prompts_file`` and ``skills_dir`` (``kit.tasks.terse_user``) are read and checked here, when the run
+    stage makes the pack from ``task_options``, so a bad file stops the batch before anything runs.
+    """
+
+    prompts_file: str | None = None
+    skills_dir: str | None = None
 
     def __post_init__(self) -> None:
         for knob in ("terse_ratio", "skill_ratio", "noise", "drop_fact_p"):
@@ -245,29 +277,65 @@ class TersePack(TerseEffect):
             if not number or not (0 < value <= 1 if ratio else 0 <= value <= 1):
                 accepted = "a number in (0, 1]" if ratio else "a number in [0, 1]"
                 raise ParamError(f"task_options.{knob}", f"{value!r} is out of range", accepted)
+        self.questions()  # reads and checks prompts_file now, before anything is written
+        self.arms()  # and skills_dir
+
+    @functools.cached_property
+    def user_prompts(self) -> tuple[UserPrompt, ...]:
+        """The prompts file's questions, read once (when the pack is made); none without one."""
+        return read_prompts(self.prompts_file) if self.prompts_file is not None else ()
+
+    @functools.cached_property
+    def user_skills(self) -> tuple[UserSkill, ...]:
+        """The skills folder's skills; none without one (the pack's own ``skill`` arm then)."""
+        return read_skills(self.skills_dir) if self.skills_dir is not None else ()
+
+    @property
+    def skill_arms(self) -> list[str]:
+        """The arms that carry a skill: each user skill's name, or ``skill``."""
+        return [s.name for s in self.user_skills] or ["skill"]
 
     @property
     def true_effect(self) -> str:
         saving = 1 - self.skill_ratio * math.exp(self.noise**2)
+        skills = self.skill_arms
+        if skills == ["skill"]:
+            return (
+                f"expected output tokens terse/baseline = {self.terse_ratio}, skill/terse = {self.skill_ratio} "
+                f"(lognormal noise sigma={self.noise}; mean per-question saving of skill over terse ~ {saving:.3f}); "
+                f"skill drops one of 3 key facts with p={self.drop_fact_p} (expected grade "
+                f"{1 - self.drop_fact_p / 3:.3f}; baseline and terse 1.0)"
+            )
+        keyed = sum(bool(q.terms) for q in self.questions())
         return (
-            f"expected output tokens terse/baseline = {self.terse_ratio}, skill/terse = {self.skill_ratio} "
-            f"(lognormal noise sigma={self.noise}; mean per-question saving of skill over terse ~ {saving:.3f}); "
-            f"skill drops one of 3 key facts with p={self.drop_fact_p} (expected grade "
-            f"{1 - self.drop_fact_p / 3:.3f}; baseline and terse 1.0)"
+            f"expected output tokens terse/baseline = {self.terse_ratio}, each of {', '.join(skills)} / terse = "
+            f"{self.skill_ratio} (the scripted model plays every skill alike: skill vs skill = 1.0; lognormal noise "
+            f"sigma={self.noise}; mean per-question saving ~ {saving:.3f}); a skill drops a key fact with "
+            f"p={self.drop_fact_p}; {keyed} of {len(self.questions())} questions have an answer key, the others "
+            "are not graded"
         )
 
     def arms(self) -> dict[str, Arm]:
-        return {
+        arms = {
             "baseline": Arm("baseline", "", placement="system", description="no system instruction"),
             "terse": Arm("terse", TERSE, placement="system", description="the terse control"),
-            "skill": Arm("skill", f"{TERSE}\n\n{SKILL}", placement="system", description="terse + SKILL.md"),
         }
+        if not self.user_skills:
+            arms["skill"] = Arm("skill", f"{TERSE}\n\n{SKILL}", placement="system", description="terse + SKILL.md")
+        for s in self.user_skills:
+            arms[s.name] = Arm(s.name, f"{TERSE}\n\n{s.text}", placement="system", description=f"terse + {s.path}")
+        return arms
 
     def questions(self) -> tuple[Question, ...]:
-        return load_bank().questions
+        """The bank's questions, or the prompts file's (a bank question keeps its answer key)."""
+        bank = load_bank().questions
+        if not self.user_prompts:
+            return bank
+        keyed = {q.prompt: q for q in bank}
+        return tuple(keyed.get(p.text) or Question(p.text, USER_INTRO, {}, ()) for p in self.user_prompts)
 
     def question_for(self, run: int) -> Question:
-        """The question of run ``run``: runs cycle through the prompts file in order."""
+        """The question of run ``run``: runs cycle through the prompts in order."""
         qs = self.questions()
         return qs[run % len(qs)]
 
@@ -283,7 +351,10 @@ class TersePack(TerseEffect):
         (workdir / "README.md").write_text(README)
 
     def policy(self) -> TersePolicy:
-        return TersePolicy(self.terse_ratio, self.skill_ratio, self.noise, self.drop_fact_p)
+        markers = tuple(s.text.strip() for s in self.user_skills) or (SKILL_MARKER,)
+        return TersePolicy(
+            self.terse_ratio, self.skill_ratio, self.noise, self.drop_fact_p, "terse", self.questions(), markers
+        )
 
     def grade_for(self, run: int, answer: str) -> Grade:
         """Grade against run ``run``'s question (the run stage calls this when a pack has it)."""
@@ -294,15 +365,25 @@ class TersePack(TerseEffect):
         return self.grade_for(0, answer)
 
     def describe(self) -> PackFacts:
+        """The manifest's facts; ``fixture_sha256`` covers the user's prompts and skills too, so a resumed
+        batch whose files changed is told apart."""
+        prompts = "".join(f"{p.text}\n" for p in self.user_prompts) or PROMPTS_FILE.read_text(encoding="utf-8")
+        skills = [f"{s.name}\n{s.text}" for s in self.user_skills] or [SKILL]
         digest = hashlib.sha256()
-        for part in (README, *(p.read_text(encoding="utf-8") for p in (PROMPTS_FILE, FACTS_FILE, SKILL_FILE))):
+        for part in (README, prompts, FACTS_FILE.read_text(encoding="utf-8"), *skills):
             digest.update(part.encode() + b"\0")
+        user: PackFacts = {}
+        if self.prompts_file is not None:
+            user["prompts_file"] = self.prompts_file
+        if self.skills_dir is not None:
+            user |= {"skills_dir": self.skills_dir, "skills": self.skill_arms}
         return {
             "task": self.name,
             "terse_ratio": self.terse_ratio,
             "skill_ratio": self.skill_ratio,
             "noise": self.noise,
             "drop_fact_p": self.drop_fact_p,
+            **user,
             "n_prompts": len(self.questions()),
             "true_effect": self.true_effect,
             "fixture_sha256": digest.hexdigest(),
