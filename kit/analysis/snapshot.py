@@ -37,6 +37,7 @@ from kit.experiment import design
 from kit.schema import TOKENS
 from kit.tokens import count
 
+EXPORTED = "agent-ab-kit batch"  # metadata.source of a snapshot exported from a batch (kit.analysis.snapshot_export)
 BASELINE = "__baseline__"
 TERSE = "__terse__"
 LABELS = {BASELINE: "baseline", TERSE: "terse"}
@@ -190,6 +191,22 @@ def _fmt_sd(x: float) -> str:
     return f"{x * 100:.0f}%" if math.isfinite(x) else "n/a"
 
 
+def _exported_lines(meta: dict[str, Any]) -> list[str]:
+    """What a snapshot the kit exported from a batch (``kit.analysis.snapshot_export``) says before caveman's
+    header: a simulation as one, and that the recount is of the final answers' text only."""
+    if meta.get("source") != EXPORTED:
+        return []
+    simulated = "SIMULATED: a scripted model on the embedded provider, not a real model's cost. " * bool(
+        meta.get("simulated")
+    )
+    return [
+        f"_{simulated}Exported from batch {meta.get('batch')} (task {meta.get('task')}, backend "
+        f"{meta.get('backend')} {meta.get('backend_version') or ''}, kit {meta.get('kit_commit')})._",
+        "_Recounted below: the final answers' text only; the batch's own token counts (input, cache, total) "
+        "are in the file's `trials` and the batch's report._",
+    ]
+
+
 def snapshot_markdown(table: pd.DataFrame) -> str:
     """The original ``measure.py`` report for this table, with a column for the confidence interval added."""
     a = table.attrs
@@ -198,6 +215,7 @@ def snapshot_markdown(table: pd.DataFrame) -> str:
     label = LABELS.get(control, control)
     ci = f"Mean {a.get('confidence', 0.95):.0%} CI"
     lines = [
+        *_exported_lines(meta),
         f"_Generated: {meta.get('generated_at', '?')}_",
         f"_Model: {meta.get('model', '?')} · CLI: {meta.get('claude_cli_version', '?')}_",
         f"_Tokenizer: tiktoken {a.get('encoding', 'o200k_base')} (approximation of Claude's BPE)_",
