@@ -14,6 +14,10 @@ canonical row's contract, docs/tables.md; a file overlapping another in time, su
 has its responses placed where they happened, the order the provider logged them), keeping the
 per-file count as ``file_cycle`` and the file's role (``main``, ``subagent``, ``compaction``) as
 ``file_role`` (docs/design.md).
+
+The provider log also holds the requests a CLI makes that no transcript records (Claude Code's compaction
+summaries): ``with_log`` adds them to the trial's rows as side requests, so that total tokens hold every
+request, and ``unseen_compactions`` names each compaction whose request no row holds (docs/method.md#totals).
 """
 
 from __future__ import annotations
