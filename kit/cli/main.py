@@ -1,5 +1,6 @@
-"""``python -m kit``: which command, and the list of commands (batch, provider, parse, ping, snapshot, history,
-occupancy; docs/design.md). Each command is a module of ``kit.cli`` with a ``main(argv)``, imported only when run.
+"""``python -m kit``: which command, and the list of commands (batch, replicate, provider, parse, ping, snapshot,
+history, occupancy; docs/design.md). Each command is a module of ``kit.cli`` with a ``main(argv)``, imported only
+when run.
 
 Every command answers ``--help``. A mistake is one line on stderr starting ``error:`` and exit code 1;
 a command line argparse cannot read is its usage message and exit code 2.
@@ -13,6 +14,7 @@ import sys
 
 COMMANDS: dict[str, str] = {
     "batch": "run the stage notebooks into outputs/<batch>/ (params/*.yaml, -p, -y, --stages)",
+    "replicate": "several batches with a non-isolated control, analysed into one report (docs/method.md#replication)",
     "provider": "provider serve: the embedded (simulated) provider on 127.0.0.1; provider proxy: a "
     "recording proxy in front of a real endpoint",
     "parse": "any agent transcript -> canonical request rows (one per model response)",
