@@ -43,6 +43,7 @@ KEYS = (
     "wire_usage",
     "tool_calls",
     "tool_results",
+    "tools",  # the tool names the request offered, flat (``mcp__cachebust__cache_bust_<id>``): isolation checks
     "segments",
     "server_ms",
 )

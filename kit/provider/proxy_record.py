@@ -69,7 +69,9 @@ def read_request(api: str, raw: bytes, counter: PromptCounter) -> JsonObject:
     except Exception:  # a shape the segmenter does not know: forwarded all the same, logged without segments
         return fields
     with contextlib.suppress(Exception):  # see the docstring: the simulator's parser refuses what a real API may accept
-        fields["tool_results"] = new_tool_results(spec.parse(body).conversation, body)
+        conversation = spec.parse(body).conversation
+        fields["tools"] = sorted(conversation.tool_names())
+        fields["tool_results"] = new_tool_results(conversation, body)
     return fields
 
 

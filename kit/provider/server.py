@@ -396,6 +396,7 @@ class ProviderApp:
         fields.update(model=body.get("model"), stream=body.get("stream") is True, prompt_cache_retention=retention)
         parsed = api.parse(body, seed=self.seed, trial_id=fields["trial_id"])
         fields["prompt_cache_key"] = parsed.prompt_cache_key
+        fields["tools"] = sorted(parsed.conversation.tool_names())  # what the client offered (isolation checks)
         segments = api.segments(self.counter, body)
         fields["segments"] = [[s.digest, s.tokens, s.breakpoint] for s in segments]
         try:

@@ -112,25 +112,54 @@ def _tool_spec(tool: Any, field: str) -> ToolSpec:
     )
 
 
-def _tools(body: dict) -> tuple[ToolSpec, ...]:
+def offered_tools(body: dict) -> list:
+    """Every tool definition the request offers: ``tools``, then each ``additional_tools`` input item's.
+
+    Codex 0.169.0 sends no ``tools`` for models its catalog marks ``tool_mode: code_mode_only`` (the GPT-5.6
+    family): it declares them in an input item ``{"type": "additional_tools", "role": "developer", "tools":
+    [...]}`` ahead of the instructions, as namespaces (``functions`` holding ``exec``, ``wait``…;
+    ``collaboration`` holding the multi-agent tools), measured against a capturing server (docs/design.md, "The
+    embedded provider").
+    """
+    tools = list(expect(body.get("tools"), list, "tools", required=False) or [])
+    items = body.get("input")
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        if isinstance(item, dict) and item.get("type") == ADDITIONAL_TOOLS:
+            tools += expect(item.get("tools"), list, f"input[{i}].tools")
+    return tools
+
+
+ADDITIONAL_TOOLS = "additional_tools"
+DEFAULT_NAMESPACE = "functions"  # the model's default namespace (``to=functions.exec``): its tools keep bare names
+
+
+def _tools(tools: list) -> tuple[ToolSpec, ...]:
     """Every tool, then each function of a ``namespace`` tool as ``<namespace>__<function>``.
 
     Codex offers MCP tools this way (``{"type": "namespace", "name": "mcp__kit", "tools": [...]}``), and
-    a policy looks them up by the name Claude Code gives the same tool (``mcp__kit__explore``).
+    a policy looks them up by the name Claude Code gives the same tool (``mcp__kit__explore``). The tools of
+    the default namespace ``functions`` keep their bare names (``exec``), as the model calls them.
     """
-    tools = expect(body.get("tools"), list, "tools", required=False) or []
     specs = [_tool_spec(t, f"tools[{i}]") for i, t in enumerate(tools)]
     for namespace, _, inner in _namespaces(tools):
         spec = _tool_spec(inner, f"tools[namespace {namespace}].tools")
-        specs.append(ToolSpec(f"{namespace}__{spec.name}", spec.description, spec.parameters))
+        specs.append(ToolSpec(_flat(namespace, spec.name), spec.description, spec.parameters))
     return tuple(specs)
+
+
+def _is_namespace(tool: Any) -> bool:
+    return isinstance(tool, dict) and tool.get("type") == "namespace" and isinstance(tool.get("name"), str)
+
+
+def _flat(namespace: str, name: str) -> str:
+    return name if namespace == DEFAULT_NAMESPACE else f"{namespace}__{name}"
 
 
 def _namespaces(tools: list) -> list[tuple[str, str, dict]]:
     """(namespace, function name, definition) of every function inside a ``namespace`` tool."""
     found = []
     for tool in tools:
-        if isinstance(tool, dict) and tool.get("type") == "namespace" and isinstance(tool.get("name"), str):
+        if _is_namespace(tool):
             for inner in tool.get("tools") or []:
                 if isinstance(inner, dict) and isinstance(inner.get("name"), str):
                     found.append((tool["name"], inner["name"], inner))
@@ -167,9 +196,14 @@ def parse_responses(body: dict, *, seed: int = 0, trial_id: str | None = None) -
     for i, item in enumerate(items):
         conversation.add(expect(item, dict, f"input[{i}]"), f"input[{i}]")
     messages = conversation.finish()
-    tools = _tools(body)
-    custom = frozenset(t.get("name") for t in body.get("tools") or [] if t.get("type") == "custom")
-    namespaced = {f"{ns}__{fn}": (ns, fn) for ns, fn, _ in _namespaces(body.get("tools") or [])}
+    offered = offered_tools(body)
+    tools = _tools(offered)
+    inner = _namespaces(offered)
+    custom = frozenset(
+        [str(t.get("name")) for t in offered if isinstance(t, dict) and t.get("type") == "custom"]
+        + [_flat(ns, fn) for ns, fn, t in inner if t.get("type") == "custom"]
+    )
+    namespaced = {_flat(ns, fn): (ns, fn) for ns, fn, _ in inner if ns != DEFAULT_NAMESPACE}
     system = "\n\n".join(s for s in conversation.system if s)
     return ParsedRequest(
         Conversation("responses", model, system, tools, messages, trial_id, seed),
@@ -465,7 +499,13 @@ def parse_chat(body: dict, *, seed: int = 0, trial_id: str | None = None) -> Par
     if pending:
         raise RequestError(f"messages[{len(raw_messages) - 1}]", _unanswered(pending))
     conversation = Conversation(
-        "chat", model, "\n\n".join(s for s in system if s), _tools(body), tuple(messages), trial_id, seed
+        "chat",
+        model,
+        "\n\n".join(s for s in system if s),
+        _tools(expect(body.get("tools"), list, "tools", required=False) or []),
+        tuple(messages),
+        trial_id,
+        seed,
     )
     return ParsedRequest(conversation, body, stream, key, include_usage=bool(options.get("include_usage")))
 

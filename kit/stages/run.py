@@ -53,7 +53,7 @@ from kit import tasks
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.agents.cli_common import homes_root, reap, resolve_binary, stop_all, version
 from kit.errors import KitError
-from kit.experiment import design, provenance
+from kit.experiment import design, offered, provenance
 from kit.experiment.backends import BACKENDS
 from kit.experiment.design import Arm, ParamError, Slot
 from kit.experiment.layout import PROVIDER_LOG, BatchDir, from_root, new_batch_id, shown, write_record
@@ -360,6 +360,7 @@ def _run_batch(cfg: RunConfig, progress: bool) -> Path:
         trial_errors=errors,
         raw_sha256=sha256_tree(bd.raw),
         backend_versions=_backend_versions(bd),
+        warnings=list(dict.fromkeys([*manifest.warnings, *_offered_warnings(bd)])),
     )
     _write_manifest(bd, manifest)
     if errors:
@@ -801,6 +802,13 @@ def _trial_meta(
     """The trial's record (``meta.json``): what ran, how it ended, its grade and its tokens."""
     p = cfg.params
     grade = _grade(cfg.pack, spec.run, outcome) if outcome.status == "ok" else None
+    pinned_off = "features.multi_agent=false" in outcome.command  # Codex's pin, as the command line set it
+    versions = {**outcome.versions, **offered.trial_facts(copied.tools, spec.cache_bust_tool, pinned_off)}
+    if "isolation_applied" in versions:  # what reached the prompt, of what the backend applied
+        kept = [part for part in versions["isolation_applied"].split(",") if part != "none"]
+        if copied.tools.dummy_tool_reached(spec.cache_bust_tool) is False and "cache_bust_tool" in kept:
+            kept.remove("cache_bust_tool")
+        versions["isolation_held"] = ",".join(kept) or "none"
     return TrialMeta(
         batch=cfg.batch,
         trial_id=spec.trial_id,
@@ -821,7 +829,7 @@ def _trial_meta(
         simulated=p.endpoint == "embedded" or copied.upstream_simulated,
         workdir=str(spec.workdir),
         command=outcome.command,
-        versions=outcome.versions,
+        versions=versions,
         started_at=timing["started_at"],
         ended_at=timing["ended_at"],
         wall_s=timing["wall_s"],
@@ -854,30 +862,39 @@ def _backend_versions(bd: BatchDir) -> list[dict[str, str]]:
     return seen
 
 
+def _offered_warnings(bd: BatchDir) -> list[str]:
+    """What the trials' requests showed against the isolation and pins the kit set (kit.experiment.offered)."""
+    metas = [bd.read_trial_meta(tdir) for tdir in bd.trial_dirs()]
+    return offered.batch_warnings((m.model, m.versions, m.cache_bust_tool is not None) for m in metas)
+
+
 @dataclass(frozen=True)
 class CopiedLog:
-    """A trial's provider-log lines, summed: its total tokens, and whether a proxied upstream was the kit's own
-    simulation (then the trial is a simulation too, whatever the endpoint parameter says)."""
+    """A trial's provider-log lines, summed: its total tokens, whether a proxied upstream was the kit's own
+    simulation (then the trial is a simulation too, whatever the endpoint parameter says), and the tools its
+    requests offered."""
 
     total_tokens: int
     upstream_simulated: bool
+    tools: offered.OfferedTools
 
 
 def _copy_log_lines(log_path: Path, offset: int, trial_id: str, dest: Path) -> CopiedLog:
     """Copy this trial's provider-log lines (written since ``offset``) to ``dest``: those whose decoded
     ``trial_id`` is this trial's (the needle, the id as the log's JSON encodes it, only finds candidates)."""
     needle = b'"trial_id":' + orjson.dumps(trial_id)
-    total, simulated, lines = 0, False, []
+    total, simulated, lines, records = 0, False, [], []
     with log_path.open("rb") as fh:
         fh.seek(offset)
         for line in fh:
             if needle in line and (record := orjson.loads(line)).get("trial_id") == trial_id:
                 lines.append(line)
+                records.append(record)
                 usage = record.get("usage") or {}
                 total += (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)
                 simulated = simulated or record.get("upstream_simulated") is True
     atomic_write(dest, lambda tmp: tmp.write_bytes(b"".join(lines)))
-    return CopiedLog(total, simulated)
+    return CopiedLog(total, simulated, offered.offered_tools(records))
 
 
 def _now() -> str:

@@ -10,7 +10,8 @@ through a shell) and the SDK agents' ``explore`` tool are handled the same way, 
 Codex with Code Mode on (``features.code_mode``, kit/agents/codex.py) also offers ``exec``, a custom
 tool whose input is a JavaScript cell; Codex runs the cell and the ``tools.<name>(…)`` calls in it
 itself, and answers with the cell's ``text(…)`` output. ``read_cell`` writes such a cell and
-``file_contents`` reads the files back out of its output.
+``file_contents`` reads the files back out of its output. On Codex's ``code_mode_only`` models (the
+GPT-5.6 family) ``exec`` is the only tool that runs a command, so every read and search is a cell.
 """
 
 from __future__ import annotations
@@ -38,12 +39,14 @@ def _working_directory(conv: Conversation) -> str | None:
 
 
 def can_read(conv: Conversation) -> bool:
-    return bool(conv.tool_names() & {"read_file", "exec_command", "Read", "Bash"})
+    return bool(conv.tool_names() & {"read_file", "exec_command", "Read", "Bash", CELL_TOOL})
 
 
 def read_call(conv: Conversation, path: str) -> ToolCall:
     """One tool call that shows the file at ``path`` (relative to the repository root)."""
     names = conv.tool_names()
+    if cells_only(conv):
+        return read_cell([path])
     if "read_file" in names:
         return ToolCall("read_file", {"path": path})
     if "exec_command" in names:
@@ -130,6 +133,13 @@ def code_mode(conv: Conversation) -> bool:
     return CELL_TOOL in names and "read_file" not in names
 
 
+def cells_only(conv: Conversation) -> bool:
+    """Whether ``exec`` is the only way to run a command: Codex's ``code_mode_only`` models (its catalog's
+    ``tool_mode`` for the GPT-5.6 family) nest ``exec_command`` and the rest inside the cell runtime, so every
+    read and search is a cell."""
+    return code_mode(conv) and "exec_command" not in conv.tool_names()
+
+
 def read_cell(paths: list[str] | tuple[str, ...]) -> ToolCall:
     """One ``exec`` cell that reads ``paths``: one awaited ``tools.exec_command`` call for one path,
     ``Promise.all`` over one explicit call per path for several (so the cell's ``tools.*(`` calls count
@@ -189,13 +199,22 @@ def _cell_output(call: ToolCall, result: Message) -> tuple[dict[str, str | None]
     return {path: found.get(path) for path in asked if path and (path in found or not cut)}, cut
 
 
-def _cat_path(raw: str) -> str | None:
-    """The path of a cell's ``tools.exec_command({"cmd": "cat PATH", …})`` call (None for any other call)."""
+def _cell_commands(call: ToolCall) -> list[str]:
+    """The command of each ``tools.exec_command({"cmd": …})`` call a cell makes, in order."""
+    return [_cell_command(m.group(1)) for m in _CELL_READ.finditer(str(call.arguments.get("input", "")))]
+
+
+def _cell_command(raw: str) -> str:
     try:
         arguments = json.loads(raw)
     except json.JSONDecodeError:
-        return None
-    words = _words(str(arguments.get("cmd", ""))) if isinstance(arguments, dict) else []
+        return ""
+    return str(arguments.get("cmd", "")) if isinstance(arguments, dict) else ""
+
+
+def _cat_path(raw: str) -> str | None:
+    """The path of a cell's ``tools.exec_command({"cmd": "cat PATH", …})`` call (None for any other call)."""
+    words = _words(_cell_command(raw))
     return words[1] if len(words) == 2 and words[0] == "cat" else None
 
 
@@ -254,12 +273,15 @@ def explore_call(conv: Conversation, query: str, limit: int | None = None) -> To
 
 
 def can_grep(conv: Conversation) -> bool:
-    return bool(conv.tool_names() & {"grep", "Grep", "exec_command", "Bash"})
+    return bool(conv.tool_names() & {"grep", "Grep", "exec_command", "Bash"}) or cells_only(conv)
 
 
 def grep_call(conv: Conversation, pattern: str) -> ToolCall:
     """One recursive search for an extended regular expression (``a|b``), with line numbers."""
     names = conv.tool_names()
+    if cells_only(conv):
+        command = json.dumps({"cmd": f"grep -rnE {shlex.quote(pattern)} .", "login": False})
+        return ToolCall(CELL_TOOL, {"input": f"const r = await tools.exec_command({command});\ntext(r.output);\n"})
     if "grep" in names:
         return ToolCall("grep", {"pattern": pattern})
     if "exec_command" in names:
@@ -283,6 +305,8 @@ def is_search(call: ToolCall) -> bool:
         return True
     if call.name in ("exec_command", "Bash"):
         return _words(str(call.arguments.get("cmd") or call.arguments.get("command") or ""))[:1] == ["grep"]
+    if call.name == CELL_TOOL:
+        return any(_words(cmd)[:1] == ["grep"] for cmd in _cell_commands(call))
     return False
 
 

@@ -191,3 +191,38 @@ def test_batch_read_on_codex_with_code_mode_batches_in_cells(tmp_path, monkeypat
     analyze.analyze_batches([folder], n_resamples=1000, warmth_levels=5)
     published = plot.publish(folder)
     assert published.figures["code_mode_cells"].is_file()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("code_mode", [False, True])
+def test_batch_read_on_codex_gpt_5_6_sol_reads_through_its_additional_tools(tmp_path, code_mode):
+    """Codex's code_mode_only model: tools only in an ``additional_tools`` item, Code Mode on or not. The scripted
+    model finds ``exec`` there and reads in cells; what Codex kept out (the deferred dummy tool) and offered against
+    the pin (multi-agent v2) is said per trial and in the batch's warnings, from the provider log's truth."""
+    if not (cli_common.TOOLS_BIN / "codex").exists():
+        pytest.skip(f"codex CLI not installed in {cli_common.TOOLS_BIN} (make e2e-tools)")
+    params = pipeline.load_params(str(ROOT / "params/demo.yaml"))
+    params.update(outputs_dir=str(tmp_path), batch="sol", backend="codex", runs_per_arm=1, concurrency=2)
+    params.update(model="gpt-5.6-sol", backend_options={"code_mode": code_mode})
+    params["task_options"] = {**params["task_options"], "p_batch": 1.0, "q_batch": 0.0}
+    folder = run.run_batch(run.configure(params), progress=False)
+    tables = parse.parse_batch(folder)
+    trials = tables["trials"].set_index("arm")
+    assert list(trials["status"]) == ["ok", "ok"], list(run.schedule_table(folder)["reason"])
+    assert (trials["grade"] == 1.0).all() and (trials["function_calls"] == 0).all()
+    per_cell = trials["exec_tool_calls"] / trials["exec_cells"]
+    assert per_cell["placebo"] == 1.0 and per_cell["batching"] > 3
+    for arm in ("placebo", "batching"):
+        tdir = folder / "raw" / trials.loc[arm, "trial_id"]
+        log = [json.loads(line) for line in (tdir / "provider_log.jsonl").read_text().splitlines()]
+        assert "exec" in log[0]["tools"] and "collaboration__spawn_agent" in log[0]["tools"]
+        assert not any("cache_bust" in name for record in log for name in record["tools"])  # the truth: deferred
+        versions = json.loads((tdir / "meta.json").read_text())["versions"]
+        assert versions["isolation_held"] == "nonce,prompt_cache_key"
+        assert versions["isolation.cache_bust_tool"].startswith("NOT IN THE PROMPT")
+        assert "spawn_agent" in versions["multi_agent_tools"]
+    warnings = json.loads((folder / "manifest.json").read_text())["warnings"]
+    assert any(w.startswith("isolation: on gpt-5.6-sol the cache_bust_<id> tool did not reach") for w in warnings)
+    assert any(w.startswith("multi-agent tools: Codex offered") for w in warnings)
+    design_facts = analyze.analyze_batches([folder], n_resamples=1000, warmth_levels=5).design
+    assert design_facts.shared_first_prefix_tokens > 1024  # the head the deferred tool no longer separates
