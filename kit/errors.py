@@ -15,3 +15,8 @@ class KitError(Exception):
 
 class InputError(KitError, ValueError):
     """Bad input or a bad parameter value, said where it is and what was expected."""
+
+
+class NoTrialSucceeded(KitError, RuntimeError):
+    """Every trial of the batch, or of one arm, failed: nothing after the run stage could compare it. The run
+    stage raises it as it ends, and the plot stage after writing the report that says so."""

@@ -312,10 +312,29 @@ def execute(params: dict, stages: Sequence[str] = STAGES, progress: bool = True,
     checked = plan(params, stages)
     with batch_lock(checked.folder):  # one writer: a second run of this batch is refused here (kit.experiment.lock)
         for stage in tqdm(checked.stages, desc=f"batch {checked.folder.name}", unit="notebook", disable=not progress):
-            run_stage(stage, checked.folder, checked.parameters[stage], timeout_s)
+            try:
+                run_stage(stage, checked.folder, checked.parameters[stage], timeout_s)
+            except StageFailed:
+                if stage != "plot" and "plot" in checked.stages:
+                    _report_nothing_to_compare(checked.folder)
+                raise
             if stage == "run":
                 _say_failures(checked.folder)
     return checked.folder
+
+
+def _report_nothing_to_compare(folder: Path) -> None:
+    """A stage that stopped on a batch with nothing to compare (no trial succeeded, or none of one arm) still leaves
+    the report the plot stage would have written, saying so (``kit.stages.plot.failure_report``)."""
+    from kit.stages import plot
+
+    try:
+        path = plot.failure_report(folder)
+    except (KitError, OSError) as exc:  # the stage's own error stays the one raised
+        tqdm.write(f"note: no report written for the stopped batch: {exc}")
+        return
+    if path is not None:
+        tqdm.write(f"report: {shown(path)}")
 
 
 def _say_failures(folder: Path) -> None:

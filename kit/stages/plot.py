@@ -1,6 +1,10 @@
 """The plot stage: a batch's tables and analysis into figures and the report to attach.
 
 Reads only files (``tables/``, ``analysis/``), so it re-runs alone on any committed batch folder.
+A batch with nothing to compare (no trial succeeded, or none of one arm: the run stage's ``NoTrialSucceeded``)
+has no analysis to read; for it the stage writes the report that says so from the trials' own records
+(``kit.report.failed``), draws no figure, and ends with the run stage's error, so a notebook or ``kit batch``
+stops on it as the run stage did (exit 1) rather than on a missing table.
 Paths come back as the caller gave the folder (relative stays relative), so a notebook run from the
 repository shows ``outputs/<batch>/report.md`` rather than one machine's absolute path.
 """
@@ -12,10 +16,12 @@ from pathlib import Path
 import pandas as pd
 
 from kit import charts
+from kit.errors import NoTrialSucceeded
 from kit.experiment.layout import BatchDir, batch_path, shown
 from kit.experiment.lock import batch_lock
 from kit.records import AnalysisFiles, Design, Published
 from kit.report import batch as report
+from kit.report import failed
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
     "CODE_MODE_FIGURES",
@@ -26,6 +32,7 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "batch_figures",
     "batch_path",
     "code_mode_ran",
+    "failure_report",
     "figures_for",
     "headline_for",
     "occupancy_is_the_question",
@@ -96,11 +103,44 @@ def publish(batch_dir: Path) -> Published:
 
     Returns the report (the markdown path), the figures (name -> PNG) and the headline text. Figure
     files of a figure this batch no longer gets (see :func:`figures_for`) are removed, so a re-run
-    leaves no stale figure beside the report.
+    leaves no stale figure beside the report. A batch with nothing to compare gets the report that says so
+    and no figure, then ``NoTrialSucceeded`` (module docstring).
     """
     batch_dir = Path(batch_dir)
     with batch_lock(batch_dir):
+        stopped = _failure_report(batch_dir)
+        if stopped is not None:
+            path, nothing = stopped
+            raise NoTrialSucceeded(f"{nothing.message}; the report says so: {shown(path)}")
         return _publish(batch_dir)
+
+
+def failure_report(batch_dir: Path) -> Path | None:
+    """For a batch with nothing to compare, the report that says so (written, figures removed): its path; None,
+    writing nothing, for a batch whose every arm has a finished trial. ``kit batch`` calls it when a stage stopped
+    on such a batch before the plot stage could run."""
+    batch_dir = Path(batch_dir)
+    with batch_lock(batch_dir):
+        stopped = _failure_report(batch_dir)
+    return stopped[0] if stopped else None
+
+
+def _failure_report(batch_dir: Path) -> tuple[Path, failed.NothingToCompare] | None:
+    bd = BatchDir(batch_dir.resolve())
+    if not bd.is_batch():
+        return None
+    trials = failed.outcomes(bd.root)
+    if (trials["status"] == "ok").all():  # the common case, decided without the manifest
+        return None
+    manifest = bd.read_manifest()
+    nothing = failed.nothing_to_compare(trials, manifest.params.arms)
+    if nothing is None:
+        return None
+    for name in FIGURES + CODE_MODE_FIGURES:  # every figure needs finished trials: none is left from before
+        for suffix in (".png", ".svg"):
+            (bd.figures / f"{name}{suffix}").unlink(missing_ok=True)
+    path = failed.write_failed_report(bd.root, manifest, trials, nothing)
+    return batch_dir / path.name, nothing
 
 
 def _publish(batch_dir: Path) -> Published:

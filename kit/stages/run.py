@@ -52,7 +52,7 @@ from tqdm import tqdm
 from kit import tasks
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.agents.cli_common import homes_root, reap, resolve_binary, stop_all, version
-from kit.errors import KitError
+from kit.errors import KitError, NoTrialSucceeded
 from kit.experiment import design, offered, provenance
 from kit.experiment.backends import BACKENDS
 from kit.experiment.design import Arm, ParamError, Slot
@@ -368,10 +368,6 @@ def _run_batch(cfg: RunConfig, progress: bool) -> Path:
     if hopeless:
         raise hopeless
     return bd.root
-
-
-class NoTrialSucceeded(KitError, RuntimeError):
-    """Every trial of the batch, or of one arm, failed: nothing after the run stage could compare it."""
 
 
 def _reasons(reasons: pd.Series, shown: int = 3) -> str:
