@@ -1,11 +1,12 @@
 """Backend ``claude``: the real Claude Code (``claude -p --output-format stream-json --verbose``).
 
-Every trial gets its own ``HOME`` (so no login, memory, settings or session of the user's leaks in),
-``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (measured: the only setting that leaves nothing but the
-model requests on the wire) and a pinned prompt-cache lifetime: Claude Code picks 1 h or 5 m by login
-type, so two arms that differ only in how they log in would differ in cost (notes:
-provider-caches-and-peers). ``claude_cache_ttl`` (default ``5m``) sets ``CLAUDE_CODE_PROMPT_CACHE_TTL``
-and its subagent twin, plus ``FORCE_PROMPT_CACHING_5M`` or ``ENABLE_PROMPT_CACHING_1H``.
+Every trial gets its own ``HOME`` (so no login, memory, settings or session of the user's leaks in; the
+user's login only when ``auth: login`` asks for it), ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``
+(measured: the only setting that leaves nothing but the model requests on the wire) and a pinned
+prompt-cache lifetime: Claude Code picks 1 h or 5 m by login type, so two arms that differ only in how
+they log in would differ in cost (notes: provider-caches-and-peers). ``claude_cache_ttl`` (default
+``5m``) sets ``CLAUDE_CODE_PROMPT_CACHE_TTL`` and its subagent twin, plus ``FORCE_PROMPT_CACHING_5M`` or
+``ENABLE_PROMPT_CACHING_1H``.
 ``claudeMdExcludes`` names every CLAUDE.md location above the work dir (measured: Claude Code reads
 CLAUDE.md from every parent folder, so a file above ``outputs/`` would join every arm's prompt); the
 work dir's own CLAUDE.md (the ``agents_file`` arm) still loads. ``--strict-mcp-config`` keeps out any
@@ -33,8 +34,8 @@ kit/tasks/tooluse.py). ``claude_tool_search: false`` sets ``ENABLE_TOOL_SEARCH=f
 offers ten more built-in tools); give it to every arm of a batch, or the arms differ in more than the tool.
 
 ``backend_options``: ``claude_bin`` (default the pinned ``.tools`` CLI, else PATH), ``effort``
-(``--effort``), ``claude_cache_ttl`` (``5m`` or ``1h``), ``claude_tool_search``, ``home_root`` and
-``keep_home``.
+(``--effort``), ``claude_cache_ttl`` (``5m`` or ``1h``), ``claude_tool_search``, ``home_root``,
+``keep_home`` and ``auth`` (``login``: the user's subscription login, kit/agents/login.py).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import sys
 from pathlib import Path
 
 from kit.agents import cli_common as cli
-from kit.agents import mcp_server, sessions
+from kit.agents import login, mcp_server, sessions
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.errors import InputError
 from kit.jsontypes import JsonObject
@@ -104,18 +105,19 @@ def options(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
     env = {
         "HOME": str(home),
         "ANTHROPIC_BASE_URL": spec.base_url.rstrip("/"),
-        "ANTHROPIC_API_KEY": spec.api_key,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_TELEMETRY": "1",
         **cache_env(str(spec.options.get("claude_cache_ttl") or "5m")),
     }
     if spec.options.get("claude_tool_search") is False:
         env["ENABLE_TOOL_SEARCH"] = "false"
+    if login.mode(spec.options) == login.API_KEY:  # a key outranks the login: on a login there is none
+        env["ANTHROPIC_API_KEY"] = spec.api_key
     return args, env
 
 
-def applied(spec: TrialSpec) -> dict[str, str]:
-    """What the trial really did with the arm and the isolation parts (goes to meta's ``versions``)."""
+def applied(spec: TrialSpec, signed_in: login.Login | None = None) -> dict[str, str]:
+    """What the trial really did with the arm, the isolation parts and the login (goes to meta's ``versions``)."""
     placement = {
         "system": "--system-prompt (replaces Claude Code's system prompt)",
         "append_system": "--append-system-prompt",
@@ -126,6 +128,7 @@ def applied(spec: TrialSpec) -> dict[str, str]:
     out = {
         "placement": placement[spec.arm.placement] if spec.arm.instruction else "none (no instruction)",
         "claude_cache_ttl": str(spec.options.get("claude_cache_ttl") or "5m"),
+        "auth": signed_in.describe() if signed_in else "api_key (ANTHROPIC_API_KEY)",
     }
     done = []
     if "nonce" in spec.isolation:
@@ -159,6 +162,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
             status="failed", reason="claude binary not found (backend_options.claude_bin, .tools, PATH)"
         )
     outcome = TrialOutcome(status="ok", versions={"claude": cli.version(binary), "claude_bin": binary})
+    signed_in = login.read(NAME) if login.mode(spec.options) == login.LOGIN else None
     home = cli.trial_home(spec, cli.home_name(spec, NAME))
     runs: list[cli.Completed] = []
     session_ids: list[str] = []
@@ -175,17 +179,20 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
         return _turn_failure(found), answer
 
     try:
+        if signed_in:
+            login.install(signed_in, home)
         shared, kit_env = options(spec, home)
         env = cli.child_env(spec, kit_env)
         turns = cli.Turns("claude", argv, events, env, kit_env, spec.out_dir / STDOUT, spec.out_dir / STDERR)
         cli.run_turns(spec, outcome, turns, runs)
     finally:
+        login.remove(signed_in, home)
         outcome.transcripts = _copy(home, session_ids, spec.out_dir)
         outcome.cycles = _cycles(spec.out_dir, outcome.transcripts)
         outcome.command = runs[0].command if runs else []
         cli.write_runs(spec.out_dir, runs)
         cli.remove_home(spec, home)
-    outcome.versions.update(applied(spec))
+    outcome.versions.update(applied(spec, signed_in))
     if spec.cache_bust_tool:
         outcome.versions.update(mcp_server.calls_record(_dummy_answers(spec.out_dir, outcome.transcripts, spec)))
     return outcome

@@ -33,7 +33,8 @@ is never", measured on 0.169 for the cache-bust tool too, where isolation needs 
 
 ``backend_options``: ``codex_bin`` (a patched build for codex-batch-bench's binary-vs-binary comparison;
 default the pinned ``.tools`` CLI, else PATH), ``effort`` (``model_reasoning_effort``), ``code_mode``,
-``home_root`` and ``keep_home`` (where per-trial homes go, and keeping them for debugging).
+``home_root`` and ``keep_home`` (where per-trial homes go, and keeping them for debugging), ``auth``
+(``login``: the user's ChatGPT login, kit/agents/login.py).
 
 ``code_mode: true`` sets ``features.code_mode=true`` (Codex's ``Feature::CodeMode``, "under development"
 and off by default in 0.169.0's ``codex features list``; codex-rs/core/src/tools/code_mode/mod.rs starts
@@ -50,7 +51,7 @@ import sys
 from pathlib import Path
 
 from kit.agents import cli_common as cli
-from kit.agents import mcp_server, sessions
+from kit.agents import login, mcp_server, sessions
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.errors import InputError
 
@@ -83,17 +84,18 @@ def code_mode(spec: TrialSpec) -> bool:
 
 
 def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]:
-    """The ``-c``/``-m``/``-s`` options shared by every turn, and the environment the kit sets."""
+    """The ``-c``/``-m``/``-s`` options shared by every turn, and the environment the kit sets. On the user's login
+    (``auth: login``, kit/agents/login.py) the provider takes the login's token and no key is in the environment."""
     loopback = cli.is_loopback(spec.base_url)
     key_env = EMBEDDED_KEY_ENV if loopback else REAL_KEY_ENV
     retries = ",request_max_retries=0,stream_max_retries=0" if loopback else ""
-    provider = (
-        f'{{name="kit",base_url={_toml(spec.base_url.rstrip("/") + "/v1")},wire_api="responses",'
-        f'env_key="{key_env}"{retries}}}'
-    )
+    signed_in = login.mode(spec.options) == login.LOGIN
+    base_url = spec.base_url.rstrip("/") + ("" if signed_in else "/v1")  # the ChatGPT backend's paths have no /v1
+    auth = "requires_openai_auth=true" if signed_in else f'env_key="{key_env}"'
+    provider = f'{{name="kit",base_url={_toml(base_url)},wire_api="responses",{auth}{retries}}}'
     args = ["--skip-git-repo-check", "--json", "-C", str(spec.workdir.resolve()), "-s", "read-only", "-m", spec.model]
     args += ["-c", "model_provider=kit", "-c", f"model_providers.kit={provider}"]
-    for setting in PINNED:
+    for setting in PINNED + (login.LOGIN_PINNED if signed_in else ()):
         args += ["-c", setting]
     servers = []
     for name, argv in mcp_server.servers(spec).items():  # TOML inline tables, every tool approved
@@ -113,11 +115,12 @@ def config_args(spec: TrialSpec, home: Path) -> tuple[list[str], dict[str, str]]
         path.write_text(spec.arm.instruction + "\n")
         args += ["-c", f"model_instructions_file={_toml(str(path))}"]
     args += list(spec.arm.flags)
-    return args, {"HOME": str(home), "CODEX_HOME": str(home / ".codex"), key_env: spec.api_key}
+    env = {"HOME": str(home), "CODEX_HOME": str(home / ".codex")}
+    return args, env if signed_in else {**env, key_env: spec.api_key}
 
 
-def applied(spec: TrialSpec, thread_id: str | None) -> dict[str, str]:
-    """What the trial really did with the arm and the isolation parts (goes to meta's ``versions``)."""
+def applied(spec: TrialSpec, thread_id: str | None, signed_in: login.Login | None = None) -> dict[str, str]:
+    """What the trial really did with the arm, the isolation parts and the login (goes to meta's ``versions``)."""
     placement = {
         "system": "model_instructions_file (replaces Codex's base instructions)",
         "developer_instructions": "developer_instructions",
@@ -125,9 +128,11 @@ def applied(spec: TrialSpec, thread_id: str | None) -> dict[str, str]:
         "user_prefix": "first prompt prefix",
         "agents_file": "AGENTS.md in the work dir",
     }
+    key_env = EMBEDDED_KEY_ENV if cli.is_loopback(spec.base_url) else REAL_KEY_ENV
     out = {
         "placement": placement[spec.arm.placement] if spec.arm.instruction else "none (no instruction)",
         "prompt_cache_key": f"codex thread id {thread_id} (sent as prompt_cache_key on every request)",
+        "auth": signed_in.describe() if signed_in else f"api_key ({key_env}, the kit's model provider env_key)",
     }
     done = []
     if "nonce" in spec.isolation:
@@ -156,6 +161,7 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
     if binary is None:
         return TrialOutcome(status="failed", reason="codex binary not found (backend_options.codex_bin, .tools, PATH)")
     outcome = TrialOutcome(status="ok", versions={"codex": cli.version(binary), "codex_bin": binary})
+    signed_in = login.read(NAME) if login.mode(spec.options) == login.LOGIN else None
     home = cli.trial_home(spec, cli.home_name(spec, NAME))
     (home / ".codex").mkdir()
     runs: list[cli.Completed] = []
@@ -171,17 +177,20 @@ def run_trial(backend: str, spec: TrialSpec) -> TrialOutcome:
         return _turn_failure(found), _last_message(found)
 
     try:
+        if signed_in:
+            login.install(signed_in, home)
         options, kit_env = config_args(spec, home)
         env = cli.child_env(spec, kit_env)
         turns = cli.Turns("codex", argv, events, env, kit_env, spec.out_dir / STDOUT, spec.out_dir / STDERR)
         cli.run_turns(spec, outcome, turns, runs)
     finally:
+        login.remove(signed_in, home)
         outcome.transcripts = _copy(home, spec.out_dir)
         outcome.cycles = _cycles(spec.out_dir, outcome.transcripts)
         outcome.command = runs[0].command if runs else []
         cli.write_runs(spec.out_dir, runs)
         cli.remove_home(spec, home)
-    outcome.versions.update(applied(spec, thread_id))
+    outcome.versions.update(applied(spec, thread_id, signed_in))
     if spec.cache_bust_tool:
         outcome.versions.update(mcp_server.calls_record(_dummy_answers(spec.out_dir, outcome.transcripts, spec)))
     return outcome

@@ -36,6 +36,7 @@ from tqdm import tqdm
 from traitlets import CaselessStrEnum, default
 
 from kit import params as kit_params
+from kit.agents import login
 from kit.errors import InputError, KitError
 from kit.experiment.backends import BACKENDS
 from kit.experiment.design import ParamError
@@ -271,7 +272,8 @@ def _check_run(params: dict[str, Any], folder: Path) -> list[str]:
     if BatchDir(folder).is_batch():
         run.check_resume(cfg.params, BatchDir(folder).read_manifest(), cfg.arms)
     env = BACKENDS[cfg.params.backend].key_env
-    if cfg.params.endpoint == "real" and not os.environ.get(env):
+    keyed = login.mode(cfg.params.backend_options) == login.API_KEY  # auth: login needs no key
+    if cfg.params.endpoint == "real" and keyed and not os.environ.get(env):
         raise ParamError("endpoint", f"'real' needs {env} in the environment", "embedded, or real with the key set")
     return cfg.params.arms
 
@@ -300,9 +302,10 @@ def plan(params: dict[str, Any], stages: Sequence[str] = STAGES) -> Plan:
         if stage != "run":
             kit_params.validate({**defaults(stage), **_declared(stage, params)}, kit_params.NOTEBOOKS[stage])
     if "analyze" in stages:
+        for path in given.batch_dirs or []:  # every batch's arms: the analysis keeps each (kit.stages.analyze)
+            more = BatchDir(require_batch(from_root(path), "batch_dirs")).read_manifest().params.arms
+            arms = [*arms, *(a for a in more if a not in arms)]
         kit_params.check_baseline(given.baseline, arms)
-        for path in given.batch_dirs or []:
-            require_batch(from_root(path), "batch_dirs")
     return Plan(folder, stages, {stage: _declared(stage, params) for stage in stages})
 
 

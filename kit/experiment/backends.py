@@ -25,7 +25,7 @@ KEY_ENV: dict[Family, str] = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPI
 DEFAULT_PROFILE: dict[Family, str] = {"openai": "openai-implicit", "anthropic": "anthropic"}
 
 _SHARED_OPTIONS = frozenset({"effort", "summary_chars"})
-_CLI_OPTIONS = _SHARED_OPTIONS | {"home_root", "keep_home"}
+_CLI_OPTIONS = _SHARED_OPTIONS | {"home_root", "keep_home", "auth"}  # auth: kit/agents/login.py
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,10 @@ MODELS = ("sim-agent", "sim-model", "sim-ping", "sim-gpt", "sim-claude")
 DEFAULT_PROFILES = {"responses": "openai-implicit", "chat": "openai-implicit", "messages": "anthropic"}
 CLIENT_KEY = "kit-embedded-placeholder"  # what ``serve`` tells clients to send: any non-empty key works
 _TRIAL = re.compile(rb"^/t/([^/]+)(/.*)$")
+# The Responses path of the ChatGPT backend, where Codex sends a ChatGPT login's requests (its base URL
+# chatgpt.com/backend-api/codex, no /v1): served too, so a batch on a login (kit/agents/login.py) runs offline
+# through the recording proxy with this provider as its upstream, on the real endpoint's paths.
+CHATGPT_RESPONSES = "/backend-api/codex/responses"
 _LOGGER = logging.getLogger(__name__)
 
 
@@ -288,6 +292,7 @@ class ProviderApp:
         self.app = Starlette(
             routes=[
                 Route("/v1/responses", self._endpoint(_RESPONSES), methods=["POST"]),
+                Route(CHATGPT_RESPONSES, self._endpoint(_RESPONSES), methods=["POST"]),
                 Route("/v1/chat/completions", self._endpoint(_CHAT), methods=["POST"]),
                 Route("/v1/messages", self._endpoint(_MESSAGES), methods=["POST"]),
                 Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),

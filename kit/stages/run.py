@@ -50,6 +50,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from kit import tasks
+from kit.agents import login
 from kit.agents.base import TrialOutcome, TrialSpec
 from kit.agents.cli_common import homes_root, reap, resolve_binary, stop_all, version
 from kit.errors import KitError, NoTrialSucceeded
@@ -163,6 +164,7 @@ def configure(values: Mapping[str, Any]) -> RunConfig:
     if params.backend not in BACKENDS:
         raise ParamError("backend", f"{params.backend!r} is not available in this version", sorted(BACKENDS))
     _check_backend_options(params)
+    params = login.check(params)  # auth: login, the user's own login (kit/agents/login.py)
     pack = tasks.get(params.task, **params.task_options)
     arms = dict(pack.arms())
     for name, spec in params.arm_defs.items():
@@ -719,6 +721,8 @@ def _policy_seed(seed: int, salt: str) -> int:
 def _api_key(cfg: RunConfig) -> str:
     if cfg.params.endpoint == "embedded":
         return EMBEDDED_KEY
+    if login.mode(cfg.params.backend_options) == login.LOGIN:
+        return login.NO_KEY  # the CLI sends the user's login; no key is needed or sent
     env = BACKENDS[cfg.params.backend].key_env
     key = os.environ.get(env)
     if not key:
