@@ -183,8 +183,9 @@ def uncached_sentences(ratios: pd.DataFrame, design: Design) -> list[str]:
             f"at observed cache hit rates {_pct(row.get('hit_rate_arm'))} ({row['arm']}) "
             f"and {_pct(row.get('hit_rate_baseline'))} ({row['baseline']})"
         )
+        where = f" in batch {row['from_batch']}" if _one_batch_of_several(row) else ""
         sentences.append(
-            f"uncached tokens: {_ratio_phrase(row, 'uncached input tokens')}; {_n_phrase(row)}, "
+            f"uncached tokens{where}: {_ratio_phrase(row, 'uncached input tokens')}; {_n_phrase(row)}, "
             f"{_batch_phrase(row, design)}) {hits}; this figure depends on cache warmth{diagnostic}."
         )
     for _, row in _treatments(_metric_rows(ratios, "structural_uncached"), design).iterrows():
@@ -194,6 +195,13 @@ def uncached_sentences(ratios: pd.DataFrame, design: Design) -> list[str]:
             "not the provider's cache."
         )
     return sentences
+
+
+def _one_batch_of_several(row: pd.Series) -> bool:
+    """Whether a ratio row is one batch's figure in an analysis of several (``from_batch`` set: a cache-dependent
+    figure stays at its own batch's warmth, docs/method.md#warmth)."""
+    batch = row.get("from_batch")
+    return isinstance(batch, str) and bool(batch)
 
 
 def _diagnostic_note(design: Design) -> str:
@@ -325,6 +333,47 @@ def cache_section(design: Design) -> list[str]:
     return ["## Cache", "", " ".join(sentences), ""] if sentences else []
 
 
+# ---------------------------------------------------------------- several batches
+
+
+def batches_section(trials: pd.DataFrame, ratios: pd.DataFrame, design: Design) -> list[str]:
+    """What each batch contributed, when several were analysed together: its salt, its finished trials per arm, its
+    observed hit rate and the comparisons it entered (those whose two arms it holds). Nothing for one batch.
+
+    Why: a batch lacking an arm still counts for the comparisons it can make, and a reader must see which numbers
+    pool which batches; the uncached figure stays per batch (docs/method.md#warmth).
+    """
+    if "batch" not in trials.columns or trials["batch"].nunique() < 2:
+        return []
+    names = design.batch if isinstance(design.batch, list) else [design.batch]
+    salts = dict(zip(names, design.salts, strict=False))
+    compared = [] if ratios.empty else zip(ratios["arm"].astype(str), ratios["baseline"].astype(str), strict=True)
+    pairs = list(dict.fromkeys(compared))
+    rows = []
+    for batch, group in trials.groupby(trials["batch"].astype(str), sort=False):
+        ok = stats.finished(group)
+        have = set(ok["arm"].astype(str))
+        counts = []
+        for arm, mine in group.groupby(group["arm"].astype(str), sort=False):
+            failed = int((mine["status"].astype(str) == "failed").sum())
+            counts.append(f"{arm} {len(mine) - failed}" + (f" ({failed} failed)" if failed else ""))
+        isolated = ok[~ok["arm"].astype(str).isin(design.control_arms)]
+        rows.append(
+            {
+                "batch": batch,
+                "salt": salts.get(batch, ""),
+                "finished trials per arm": ", ".join(counts),
+                "hit rate (isolated arms)": _pct(stats.hit_rate(isolated)),
+                "comparisons it enters": ", ".join(f"{a} vs {b}" for a, b in pairs if {a, b} <= have) or "none",
+            }
+        )
+    intro = (
+        "Each batch's part. Total tokens and the structural figure pool the batches that hold both arms of a "
+        "comparison; uncached tokens and cost stay per batch, at the warmth that batch saw (docs/method.md#warmth)."
+    )
+    return ["## Batches", "", intro, "", md_table(pd.DataFrame(rows)), ""]
+
+
 # ---------------------------------------------------------------- warnings
 
 
@@ -350,8 +399,10 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: Design)
             small = rows[rows["small"]]
             if len(small):
                 row = small.iloc[0]
+                each = [_one_batch_of_several(r) for _, r in small.iterrows()]
+                per_batch = " (per batch: uncached tokens and cost)" if all(each) else ""
                 out.append(
-                    f"small n: {comparison} rests on n = {_num(row.get('n_arm')):.0f} ({row['arm']}) and "
+                    f"small n: {comparison}{per_batch} rests on n = {_num(row.get('n_arm')):.0f} ({row['arm']}) and "
                     f"{_num(row.get('n_baseline')):.0f} ({row['baseline']}), fewer than 5 in an arm; "
                     "treat its ratios as effect-size estimates (docs/method.md#intervals)."
                 )
@@ -375,6 +426,8 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: Design)
         uncached = _metric_rows(ratios, "uncached_input_tokens")
         if len(uncached):
             batches = int(pd.to_numeric(uncached.get("batches", pd.Series([1])), errors="coerce").fillna(1).max())
+            per_batch = uncached[[_one_batch_of_several(r) for _, r in uncached.iterrows()]]
+            batches = max(batches, per_batch["from_batch"].nunique() if len(per_batch) else 0)
             has_control = "control" in trials.columns and trials["control"].fillna(False).astype(bool).any()
             if batches < 3 or not has_control:
                 out.append(
@@ -507,7 +560,7 @@ def _ratios_table(ratios: pd.DataFrame, controls: Iterable[str] = ()) -> pd.Data
                 "estimate": _num(r["estimate"]),
                 "95% CI": interval(r["lower"], r["upper"]),
                 "n (arm / baseline)": f"{_cell(r.get('n_arm'))} / {_cell(r.get('n_baseline'))}",
-                "batches": r.get("batches"),
+                "batches": r["from_batch"] if _one_batch_of_several(r) else r.get("batches"),
                 "hit rates (arm / baseline)": f"{_pct(r.get('hit_rate_arm'))} / {_pct(r.get('hit_rate_baseline'))}"
                 if r["metric"] == "uncached_input_tokens"
                 else "",
@@ -723,6 +776,7 @@ def write_report(
     all_warnings = _dedupe([*warnings, *derived_warnings(ratios, trials, design)])
     lines += ["## Warnings", ""] + ([f"- {w}" for w in all_warnings] or ["- none"]) + [""]
     lines += ["## Design", "", _design_table(design), "", *_arm_settings_lines(design)]
+    lines += batches_section(trials, ratios, design)
     lines += ["## Per arm (total tokens)", "", md_table(_headline_table(headline)), ""]
     lines += cache_section(design)
     lines += code_mode_section(trials, design)

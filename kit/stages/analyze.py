@@ -28,12 +28,15 @@ from kit.params import check_baseline
 from kit.records import UNSET, Analysis, Design, Manifest, StopRule
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
+    "CACHE_METRICS",
     "PRICED",
     "RATIO_METRICS",
     "Analysis",
     "Inputs",
     "analyze_batches",
+    "arms_of",
     "batch_paths",
+    "compare",
     "controls_of",
     "design_of",
     "load",
@@ -45,6 +48,8 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
 
 RATIO_METRICS = ["total_tokens", "uncached_input_tokens", "structural_uncached", "cycles", "output_tokens"]
 PRICED = ["cost_usd", "credits"]
+# Figures that ride the provider cache's warmth: across batches they stay per batch (docs/method.md#warmth).
+CACHE_METRICS = frozenset({"uncached_input_tokens", "cost_usd", "credits"})
 
 
 class Inputs(msgspec.Struct, frozen=True, kw_only=True, eq=False):
@@ -94,7 +99,7 @@ def design_of(manifests: list[Manifest]) -> Design:
     return Design(
         batch=[m.batch for m in manifests] if len(manifests) > 1 else first.batch,
         task=p.task,
-        arms=list(p.arms),
+        arms=arms_of(manifests),
         runs_per_arm=stop.runs_per_arm if stop else p.runs_per_arm,  # as grown
         order=p.order,
         schedule=p.order + (" (BLOCKED: arms separated in time)" if first.blocked else ", run-major"),
@@ -113,6 +118,12 @@ def design_of(manifests: list[Manifest]) -> Design:
         run_warnings=list(dict.fromkeys(w for m in manifests for w in m.warnings)),
         stop_rule=stop.reason if stop else UNSET,  # why the batch stopped
     )
+
+
+def arms_of(manifests: list[Manifest]) -> list[str]:
+    """Every arm of every batch, in the order of first mention: an arm the first batch lacks is analysed where it
+    ran (a batch contributes to the comparisons whose arms it holds), never dropped."""
+    return list(dict.fromkeys(arm for m in manifests for arm in m.params.arms))
 
 
 def controls_of(manifests: list[Manifest]) -> list[str]:
@@ -166,6 +177,30 @@ def _priced(trials: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
             out[column] = (out["batch"] + "/" + out["trial_id"]).map(per_trial).astype("Float64")
     out.attrs["pricing_warnings"] = sorted({str(w.message) for w in caught})
     return out
+
+
+def compare(trials: pd.DataFrame, pairs: list[tuple[str, str]], metrics_used: list[str], **options) -> pd.DataFrame:
+    """``analysis/ratios.csv``: each (arm, baseline) pair on every metric, total and uncached tokens always.
+
+    Across several batches a cache-dependent figure (``CACHE_METRICS``) gets one row per batch holding both arms,
+    at that batch's own observed warmth (``from_batch`` names it), never one pooled ratio over batches of different
+    warmth (docs/method.md#warmth); the cache-independent figures pool every batch that holds both arms
+    (``kit.stats.ratio``: the others are left out, and the row's note says which). ``options`` go to
+    :func:`kit.stats.ratio`.
+    """
+    batches = sorted(trials["batch"].astype(str).unique())
+    rows = []
+    for arm, base in pairs:
+        for metric in dict.fromkeys([*stats.HEADLINE_METRICS, *metrics_used]):
+            if len(batches) < 2 or metric not in CACHE_METRICS:
+                rows.append(stats.ratio(trials, metric, arm, base, **options))
+                continue
+            for batch in batches:
+                one = trials[trials["batch"].astype(str) == batch]
+                if {arm, base} <= set(one["arm"]):
+                    row = stats.ratio(one, metric, arm, base, **options)
+                    rows.append(msgspec.structs.replace(row, from_batch=batch))
+    return pd.DataFrame([msgspec.structs.asdict(r) for r in rows])
 
 
 def observed(trials: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
@@ -247,10 +282,14 @@ def _analyze(
     if trials["grade"].notna().any():
         metrics_used.append("grade")
     opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed, "allow_stitch": allow_stitch}
-    ratios = stats.ratios(trials, baseline, arms, metrics_used, matched=matched_runs(data.manifests), **opts)
+    pairs = [(arm, baseline) for arm in arms if arm != baseline]
+    ratios = compare(trials, pairs, metrics_used, matched=matched_runs(data.manifests), **opts)
     ratios["simulated"] = design.simulated
     others = [a for a in arms if a != baseline and a not in design.control_arms]  # the treatments; a control is not one
-    sweep = data.segments.assign(segments=data.segments["segments_json"].map(orjson.loads))
+    sweep = data.segments.assign(
+        segments=data.segments["segments_json"].map(orjson.loads),
+        trial_id=data.segments["batch"].astype(str) + "/" + data.segments["trial_id"].astype(str),  # ids repeat
+    )  # across batches: each trial its own cache domain in the replay
     warmth = cachemodel.warmth_sweep(
         sweep, (others[0], baseline), levels=warmth_levels, profile=design.profile or "openai-implicit", seed=seed
     )

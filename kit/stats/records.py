@@ -59,6 +59,14 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
         bool, _doc("trials were paired by (batch, run): only when the design matched runs (a prompt bank)", "boolean")
     ]
     batches: Annotated[int, _doc("batches the comparison used", "count")]
+    from_batch: Annotated[
+        str,
+        _doc(
+            "the one batch a cache-dependent row of several batches comes from (docs/method.md#warmth: it stays at "
+            "its batch's warmth); empty where the row pools `batches`",
+            "id",
+        ),
+    ] = ""
     method: Annotated[str, _METHOD]
     label: Annotated[
         str, _doc("`cross-run stitch` when the arms never shared a batch (docs/method.md#stitch), else empty", "text")
