@@ -50,38 +50,45 @@ def offered_tools(records: Sequence[Mapping[str, Any]]) -> OfferedTools:
     return OfferedTools(lists[0] if lists else None, frozenset(n for names in lists for n in names))
 
 
-def trial_facts(offered: OfferedTools, dummy: str | None, pins_multi_agent_off: bool) -> dict[str, str]:
-    """What goes into a trial's ``versions`` beside what its backend applied: which isolation parts reached the
-    prompt, and the multi-agent tools offered against the pin (keys ``isolation.cache_bust_tool``,
-    ``multi_agent_tools``)."""
+def trial_facts(offered: OfferedTools, dummy: str | None, claimed: bool, pins_multi_agent_off: bool) -> dict[str, str]:
+    """What goes into a trial's ``versions`` beside what its backend applied (keys ``isolation.cache_bust_tool``,
+    ``multi_agent_tools``): the dummy tool its backend ``claimed`` to put among the tools but no request offered,
+    and the multi-agent tools offered against the pin. A backend that already says it deferred the tool (Claude
+    Code names it after the system prompt, behind ToolSearch) is taken at its word."""
     out: dict[str, str] = {}
-    if offered.dummy_tool_reached(dummy) is False:
+    if claimed and offered.dummy_tool_reached(dummy) is False:
         out["isolation.cache_bust_tool"] = (
-            f"NOT IN THE PROMPT: {dummy} was served, but the client kept it out of every request's tools "
+            f"{NOT_IN_PROMPT}: {dummy} was served, but the client kept it out of every request's tools "
             "(deferred), so it isolated nothing"
         )
     agents = offered.multi_agent()
     if agents and pins_multi_agent_off:
-        out["multi_agent_tools"] = ", ".join(agents) + " offered despite features.multi_agent=false"
+        out["multi_agent_tools"] = ", ".join(agents) + PINNED_OFF
     return out
+
+
+NOT_IN_PROMPT = "NOT IN THE PROMPT"
+PINNED_OFF = " offered despite features.multi_agent=false"
 
 
 def batch_warnings(trials: Iterable[tuple[str, Mapping[str, str], bool]]) -> list[str]:
     """The batch's warnings from its trials' facts: ``(model, versions, served the dummy tool)`` per trial."""
     deferred: dict[str, int] = {}
     served: dict[str, int] = {}
+    held: dict[str, set[str]] = {}
     agents: dict[str, set[str]] = {}
     for model, versions, serves_dummy in trials:
         served[model] = served.get(model, 0) + int(serves_dummy)
-        if versions.get("isolation.cache_bust_tool", "").startswith("NOT IN THE PROMPT"):
+        if versions.get("isolation.cache_bust_tool", "").startswith(NOT_IN_PROMPT):
             deferred[model] = deferred.get(model, 0) + 1
+            held.setdefault(model, set()).update(versions.get("isolation_held", "none").split(","))
         if "multi_agent_tools" in versions:
-            names = versions["multi_agent_tools"].removesuffix(" offered despite features.multi_agent=false")
-            agents.setdefault(model, set()).update(names.split(", "))
+            agents.setdefault(model, set()).update(versions["multi_agent_tools"].removesuffix(PINNED_OFF).split(", "))
     out = [
         f"isolation: on {model} the cache_bust_<id> tool did not reach the prompt in {n} of {served[model]} "
-        "trial(s) that served it: the client deferred it, so those trials are isolated by the nonce and "
-        "prompt_cache_key alone, and the head of their first prompt is shared across trials (docs/method.md#isolation)"
+        f"trial(s) that served it: the client deferred it, so those trials are isolated by "
+        f"{' and '.join(sorted(held[model] - {'none'})) or 'nothing'} alone, and the head of their first prompt is "
+        "shared across trials (docs/method.md#isolation)"
         for model, n in sorted(deferred.items())
     ]
     out += [

@@ -803,12 +803,12 @@ def _trial_meta(
     p = cfg.params
     grade = _grade(cfg.pack, spec.run, outcome) if outcome.status == "ok" else None
     pinned_off = "features.multi_agent=false" in outcome.command  # Codex's pin, as the command line set it
-    versions = {**outcome.versions, **offered.trial_facts(copied.tools, spec.cache_bust_tool, pinned_off)}
-    if "isolation_applied" in versions:  # what reached the prompt, of what the backend applied
-        kept = [part for part in versions["isolation_applied"].split(",") if part != "none"]
-        if copied.tools.dummy_tool_reached(spec.cache_bust_tool) is False and "cache_bust_tool" in kept:
-            kept.remove("cache_bust_tool")
-        versions["isolation_held"] = ",".join(kept) or "none"
+    applied = outcome.versions.get("isolation_applied")  # the CLIs say what they applied; the SDK agents all of it
+    parts = [part for part in (applied or ",".join(sorted(spec.isolation))).split(",") if part not in ("", "none")]
+    facts = offered.trial_facts(copied.tools, spec.cache_bust_tool, "cache_bust_tool" in parts, pinned_off)
+    if "isolation.cache_bust_tool" in facts:
+        parts.remove("cache_bust_tool")
+    versions = {**outcome.versions, **facts, "isolation_held": ",".join(parts) or "none"}
     return TrialMeta(
         batch=cfg.batch,
         trial_id=spec.trial_id,
