@@ -187,8 +187,26 @@ def configure(values: Mapping[str, Any]) -> RunConfig:
     profile = params.profile or BACKENDS[params.backend].default_profile
     params = msgspec.structs.replace(params, batch=params.batch or new_batch_id(params.task), profile=profile)
     models = [arms[name].model or params.model for name in params.arms]
-    warnings = design.retention_warnings(profile, models, params.retention)
+    warnings = design.retention_warnings(profile, models, params.retention) + _question_warnings(params, pack)
     return RunConfig(params, pack, arms, tuple(warnings))
+
+
+def _question_warnings(params: RunParams, pack: tasks.TaskPack) -> list[str]:
+    """A pack that asks question ``run % N`` (its facts' ``n_prompts``): the runs cover its questions unevenly
+    unless they are a multiple of N, and some never, with fewer runs than questions."""
+    n = pack.describe().get("n_prompts")
+    runs = params.runs_per_arm
+    if not isinstance(n, int) or n <= 1 or runs % n == 0 or params.stop is not None:
+        return []
+    if runs < n:
+        return [
+            f"questions: runs_per_arm {runs} asks only the first {runs} of the pack's {n} questions (run i asks "
+            f"question i mod {n}); the others are never asked"
+        ]
+    return [
+        f"questions: runs_per_arm {runs} is not a multiple of the pack's {n} questions, so the first {runs % n} are "
+        "asked once more than the rest"
+    ]
 
 
 # The stop rule (docs/method.md#planning). kit.stats is imported where a rule is used: it takes most of a
