@@ -823,7 +823,8 @@ def _trial_meta(
     pinned_off = "features.multi_agent=false" in outcome.command  # Codex's pin, as the command line set it
     applied = outcome.versions.get("isolation_applied")  # the CLIs say what they applied; the SDK agents all of it
     parts = [part for part in (applied or ",".join(sorted(spec.isolation))).split(",") if part not in ("", "none")]
-    facts = offered.trial_facts(copied.tools, spec.cache_bust_tool, "cache_bust_tool" in parts, pinned_off)
+    expected = offered.Expected(spec.cache_bust_tool, "cache_bust_tool" in parts, tuple(spec.arm.tools), pinned_off)
+    facts = offered.trial_facts(copied.tools, expected)
     if "isolation.cache_bust_tool" in facts:
         parts.remove("cache_bust_tool")
     versions = {**outcome.versions, **facts, "isolation_held": ",".join(parts) or "none"}
@@ -883,7 +884,7 @@ def _backend_versions(bd: BatchDir) -> list[dict[str, str]]:
 def _offered_warnings(bd: BatchDir) -> list[str]:
     """What the trials' requests showed against the isolation and pins the kit set (kit.experiment.offered)."""
     metas = [bd.read_trial_meta(tdir) for tdir in bd.trial_dirs()]
-    return offered.batch_warnings((m.model, m.versions, m.cache_bust_tool is not None) for m in metas)
+    return offered.batch_warnings((m.model, m.arm, m.versions, m.cache_bust_tool is not None) for m in metas)
 
 
 @dataclass(frozen=True)
