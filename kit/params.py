@@ -61,6 +61,23 @@ _BASELINE = Param(
 )
 
 
+def _pairs_of_arms(v: Any) -> bool:
+    """A non-empty list of [arm, baseline] pairs of two different names."""
+    return _pairs(v) and all(a != b for a, b in v)
+
+
+# The comparisons analyze makes and the report leads with (docs/method.md#controls): stored with the batch
+# (design.json) and reused when the batch is analysed again without them.
+_COMPARISONS = Param(
+    "comparisons",
+    (list,),
+    "None (every arm against the baseline), or a list of [arm, baseline] pairs of the batch's arms, the report "
+    "leading with the first",
+    _pairs_of_arms,
+    optional=True,
+)
+
+
 def _names(v: Any) -> bool:
     """A non-empty list of names that each become a path component (``kit.names``: arms, in trial ids)."""
     return _str_list(v) and all(is_name(x) for x in v)
@@ -189,6 +206,21 @@ def check_baseline(baseline: str | None, arms: list[str]) -> str:
     return baseline
 
 
+def check_comparisons(comparisons: list[list[str]] | None, baseline: str | None, arms: list[str]) -> list[list[str]]:
+    """The comparison rule, in one place (analyze, and ``kit batch`` before any stage): each pair's two arms are
+    arms of the batch; None means every other arm against the baseline (``check_baseline``). Returns the pairs;
+    a wrong arm is a ``ParamError`` naming the closest."""
+    if comparisons is None:
+        base = check_baseline(baseline, arms)
+        return [[arm, base] for arm in arms if arm != base]
+    for pair in comparisons:
+        for arm in pair:
+            if arm not in arms:
+                problem = f"{arm!r} in {pair} is not an arm of the batch{did_you_mean(str(arm), arms)}"
+                raise ParamError("comparisons", problem, arms)
+    return [list(pair) for pair in comparisons]
+
+
 _BATCH = Param(
     "batch",
     (str,),
@@ -211,6 +243,7 @@ ANALYZE = [
     _BATCH_DIR,
     Param("batch_dirs", (list,), "None, or a non-empty list of batch folder paths", _str_list, optional=True),
     _BASELINE,
+    _COMPARISONS,
     _N_RESAMPLES,
     _CONFIDENCE,
     _ALLOW_STITCH,

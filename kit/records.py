@@ -122,6 +122,17 @@ class Design(msgspec.Struct, frozen=True, kw_only=True):
         list[FirstRequests] | msgspec.UnsetType,
         _d("per arm, what the trials' first requests read from other trials' cache"),
     ] = UNSET
+    comparisons: Annotated[
+        list[list[str]] | msgspec.UnsetType,
+        _d("the [arm, baseline] pairs compared, the report leading with the first; reused by a later analysis"),
+    ] = UNSET
+    comparisons_from: Annotated[
+        str | msgspec.UnsetType,
+        _d(
+            "where baseline and comparisons came from: `given`, `analysis/design.json` (the last analysis), "
+            "`manifest.json` (the run's parameters) or `default`"
+        ),
+    ] = UNSET
 
     @property
     def control_arms(self) -> list[str]:

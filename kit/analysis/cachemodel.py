@@ -9,7 +9,7 @@ The provider's ``cached_tokens`` is a server-side variable we neither control no
   warmth (``survival``), each trial in its own cache domain or, for the non-isolated control, one shared one.
 * ``warmth_sweep`` — docs/method.md#warmth: the uncached ratio between two arms slides with warmth; the sweep draws that
   line from cold (survival 0, where it equals the total-token ratio exactly) to ideal (survival 1), with a
-  seeded bootstrap band per level.
+  seeded bootstrap band per level; ``warmth_sweeps`` draws it for every comparison over one replay per level.
 
 Input: one row per request with ``trial_id``, ``cycle`` (order within the trial) and ``segments`` (a list of
 ``[digest, tokens, breakpoint]``, ``{"digest", "tokens", "breakpoint"}`` or ``Segment``, in prefix order);
@@ -110,27 +110,51 @@ def warmth_sweep(
     arm, ``numpy`` Generator seeded with ``seed``; the same resamples at every level), and ``total_ratio``
     (mean input tokens per trial a / b), which ``ratio`` equals exactly at survival 0.
     """
+    return warmth_sweeps(
+        requests, [arms], levels, profile=profile, seed=seed, n_boot=n_boot, confidence=confidence, domain_by=domain_by
+    )
+
+
+WARMTH_COLUMNS = ["survival", "arm_a", "arm_b", "n_a", "n_b", "hit_rate_a", "hit_rate_b", "mean_uncached_a"]
+WARMTH_COLUMNS += ["mean_uncached_b", "ratio", "ratio_lower", "ratio_upper", "total_ratio"]
+
+
+def warmth_sweeps(
+    requests: pd.DataFrame,
+    pairs: Sequence[tuple[str, str]],
+    levels: int | Sequence[float] = 21,
+    profile: CacheProfile | str = "openai-implicit",
+    seed: int = 0,
+    n_boot: int = 1000,
+    confidence: float = 0.95,
+    domain_by: str | None = "trial_id",
+) -> pd.DataFrame:
+    """:func:`warmth_sweep` for every (arm, baseline) pair, the pairs' curves one after another (``arm_a``,
+    ``arm_b`` tell them apart). What a level's replay leaves uncached does not depend on the pair, so the batch
+    is replayed once per level, whatever the number of comparisons; no pair gives an empty table."""
     _require(requests, ("arm", "trial_id"), "warmth_sweep")
-    a, b = arms
     grid = _sweep_grid(levels, confidence, n_boot)
     batch = _Batch.of(requests, domain_by)
     codes, trials = pd.factorize(requests["trial_id"].astype(str), sort=True)
     trial_arm = _trial_arms(requests, codes, len(trials))
     members = {}
-    for arm in (a, b):
+    for arm in dict.fromkeys(arm for pair in pairs for arm in pair):
         members[arm] = np.flatnonzero(trial_arm == arm)
         if members[arm].size == 0:
             raise InputError(f"warmth_sweep: no trials of arm {arm!r} (arms present: {sorted(set(trial_arm))})")
+    if not members:
+        return pd.DataFrame(columns=WARMTH_COLUMNS)
     input_per_trial = np.bincount(codes, weights=batch.input_tokens, minlength=len(trials))
     uncached = np.empty((grid.size, len(trials)))
     for k, level in enumerate(grid):
         reads = batch.run(profile, float(level), seed)[0]
         uncached[k] = input_per_trial - np.bincount(codes, weights=reads, minlength=len(trials))
-    mean = {arm: uncached[:, members[arm]].mean(axis=1) for arm in (a, b)}
-    lower, upper = _band(uncached[:, members[a]], uncached[:, members[b]], seed, n_boot, confidence)
-    total = {arm: input_per_trial[members[arm]] for arm in (a, b)}
-    return pd.DataFrame(
-        {
+    curves = []
+    for a, b in pairs:
+        lower, upper = _band(uncached[:, members[a]], uncached[:, members[b]], seed, n_boot, confidence)
+        total = {arm: input_per_trial[members[arm]] for arm in (a, b)}
+        mean = {arm: uncached[:, members[arm]].mean(axis=1) for arm in (a, b)}
+        curve = {
             "survival": grid,
             "arm_a": a,
             "arm_b": b,
@@ -145,7 +169,8 @@ def warmth_sweep(
             "ratio_upper": upper,
             "total_ratio": total[a].mean() / total[b].mean(),
         }
-    )
+        curves.append(pd.DataFrame(curve, columns=WARMTH_COLUMNS))
+    return pd.concat(curves, ignore_index=True)
 
 
 def _band(a: np.ndarray, b: np.ndarray, seed: int, n_boot: int, confidence: float) -> tuple[np.ndarray, np.ndarray]:

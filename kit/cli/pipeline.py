@@ -218,6 +218,7 @@ class _Given:
     outputs_dir: Any = None
     task: Any = "batch"  # only the start of a new batch id: the run stage checks the task itself
     baseline: Any = None
+    comparisons: Any = None
     batch_dirs: Any = None
 
     @classmethod
@@ -306,6 +307,7 @@ def plan(params: dict[str, Any], stages: Sequence[str] = STAGES) -> Plan:
             more = BatchDir(require_batch(from_root(path), "batch_dirs")).read_manifest().params.arms
             arms = [*arms, *(a for a in more if a not in arms)]
         kit_params.check_baseline(given.baseline, arms)
+        kit_params.check_comparisons(given.comparisons, given.baseline, arms)
     return Plan(folder, stages, {stage: _declared(stage, params) for stage in stages})
 
 

@@ -21,21 +21,24 @@ from kit import stats
 from kit.analysis import cachemodel, metrics, occupancy, occupancy_block, pricing
 from kit.analysis.design_table import arm_settings
 from kit.experiment.design import ParamError
-from kit.experiment.layout import BatchDir, batch_paths, write_design
+from kit.experiment.layout import DESIGN_JSON, BatchDir, batch_paths, write_design
 from kit.experiment.lock import batch_lock
 from kit.files import write_table
-from kit.params import check_baseline
-from kit.records import UNSET, Analysis, Design, Manifest, StopRule
+from kit.params import check_baseline, check_comparisons
+from kit.records import UNSET, Analysis, Design, Manifest, StopRule, decode_design
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
     "CACHE_METRICS",
     "PRICED",
     "RATIO_METRICS",
     "Analysis",
+    "Choice",
     "Inputs",
+    "Options",
     "analyze_batches",
     "arms_of",
     "batch_paths",
+    "choose",
     "compare",
     "controls_of",
     "design_of",
@@ -227,10 +230,22 @@ def observed(trials: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     )
 
 
+class Options(msgspec.Struct, frozen=True, kw_only=True):
+    """How the analysis computes (the analyze notebook's parameters besides the batches and the comparisons)."""
+
+    n_resamples: int = 10_000
+    confidence: float = 0.95
+    allow_stitch: bool = False
+    warmth_levels: int = 21
+    window_tokens: int = 200_000
+    seed: int = 0
+
+
 def analyze_batches(
     batch_dirs: list[Path],
     *,
     baseline: str | None = None,
+    comparisons: list[list[str]] | None = None,
     n_resamples: int = 10_000,
     confidence: float = 0.95,
     allow_stitch: bool = False,
@@ -240,85 +255,139 @@ def analyze_batches(
     out_dir: Path | None = None,
 ) -> Analysis:
     """Compute and write ``analysis/*.csv`` (into the first batch unless ``out_dir``), holding that batch's
-    lock (``kit.experiment.lock``) while it does."""
+    lock (``kit.experiment.lock``) while it does. Without ``baseline`` and ``comparisons`` the ones the batch
+    stored are reused (:func:`choose`)."""
+    options = Options(
+        n_resamples=n_resamples,
+        confidence=confidence,
+        allow_stitch=allow_stitch,
+        warmth_levels=warmth_levels,
+        window_tokens=window_tokens,
+        seed=seed,
+    )
     with nullcontext() if out_dir is not None else batch_lock(Path(batch_dirs[0])):
-        return _analyze(
-            batch_dirs,
-            baseline=baseline,
-            n_resamples=n_resamples,
-            confidence=confidence,
-            allow_stitch=allow_stitch,
-            warmth_levels=warmth_levels,
-            window_tokens=window_tokens,
-            seed=seed,
-            out_dir=out_dir,
-        )
+        folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
+        return _analyze(load(batch_dirs), folder, baseline, comparisons, options)
+
+
+class Choice(msgspec.Struct, frozen=True, kw_only=True):
+    """The comparisons an analysis makes: the baseline, the [arm, baseline] pairs in the report's order, and where
+    they came from (``Design.comparisons_from``)."""
+
+    baseline: str
+    pairs: list[list[str]]
+    source: str
+
+    @property
+    def treatments(self) -> list[tuple[str, str]]:
+        """The pairs that compare treatments (neither side a control): what savings and warmth checks take."""
+        return [(a, b) for a, b in self.pairs if a not in self.controls and b not in self.controls]
+
+    controls: list[str] = []
+
+
+def choose(
+    folder: Path, manifests: list[Manifest], design: Design, baseline: str | None, comparisons: list[list[str]] | None
+) -> Choice:
+    """The baseline and comparisons: as given; else as the batch stored them, so that an analysis run again
+    without its parameters file compares what the first one did (the terse example's headline had become baseline
+    vs terse): the analysis folder's last ``design.json``, else the run's parameters (``manifest.json``, the first
+    batch's ``baseline``), else every arm against the first isolated arm. A stored value that no longer fits the
+    batches is refused with where it came from."""
+    source = "given" if baseline is not None or comparisons is not None else "default"
+    if source == "default":
+        stored = decode_design((folder / DESIGN_JSON).read_bytes())[0] if (folder / DESIGN_JSON).is_file() else None
+        if stored is not None and stored.baseline is not None:
+            baseline, source = stored.baseline, f"analysis/{DESIGN_JSON}"
+            comparisons = None if isinstance(stored.comparisons, msgspec.UnsetType) else stored.comparisons
+        elif manifests[0].params.baseline is not None:
+            baseline, source = manifests[0].params.baseline, "manifest.json"
+    arms, controls = list(design.arms), design.control_arms
+    try:
+        if baseline is None and comparisons:
+            baseline = comparisons[0][1]
+        base = _baseline(baseline, arms, controls)
+        pairs = check_comparisons(comparisons, base, arms)
+        leaning = [b for _, b in pairs if b in controls]
+        if leaning:
+            problem = f"{leaning[0]!r} is the non-isolated control; it is compared with a baseline, never one"
+            raise ParamError("comparisons", problem, [a for a in arms if a not in controls])
+    except ParamError as exc:
+        if source in ("given", "default"):
+            raise
+        raise ParamError(exc.name, f"{exc} (stored in {source}; pass baseline or comparisons)", arms) from None
+    return Choice(baseline=base, pairs=pairs, source=source, controls=list(controls))
 
 
 def _analyze(
-    batch_dirs: list[Path],
-    *,
-    baseline: str | None,
-    n_resamples: int,
-    confidence: float,
-    allow_stitch: bool,
-    warmth_levels: int,
-    window_tokens: int,
-    seed: int,
-    out_dir: Path | None,
+    data: Inputs, folder: Path, baseline: str | None, comparisons: list[list[str]] | None, options: Options
 ) -> Analysis:
-    data = load(batch_dirs)
     design = design_of(data.manifests)
-    arms = list(design.arms)
-    baseline = _baseline(baseline, arms, design.control_arms)
+    choice = choose(folder, data.manifests, design, baseline, comparisons)
     trials = _priced(_structural(data.trials, data.segments), data.requests)
     design = msgspec.structs.replace(
         design,
         shared_first_prefix_tokens=shared_first_prefix(data.segments, data.trials),
         first_requests=metrics.first_requests(data.requests, data.trials),
-        baseline=baseline,
+        baseline=choice.baseline,
+        comparisons=choice.pairs,
+        comparisons_from=choice.source,
     )
     metrics_used = [*RATIO_METRICS, *[c for c in PRICED if trials[c].notna().any()]]
     if trials["grade"].notna().any():
         metrics_used.append("grade")
-    opts = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed, "allow_stitch": allow_stitch}
-    pairs = [(arm, baseline) for arm in arms if arm != baseline]
-    ratios = compare(trials, pairs, metrics_used, matched=matched_runs(data.manifests), **opts)
+    pairs = [(a, b) for a, b in choice.pairs]
+    ratios = compare(
+        trials, pairs, metrics_used, matched=matched_runs(data.manifests), confidence=options.confidence,
+        n_resamples=options.n_resamples, seed=options.seed, allow_stitch=options.allow_stitch,
+    )  # fmt: skip
     ratios["simulated"] = design.simulated
-    others = [a for a in arms if a != baseline and a not in design.control_arms]  # the treatments; a control is not one
-    sweep = data.segments.assign(
-        segments=data.segments["segments_json"].map(orjson.loads),
-        trial_id=data.segments["batch"].astype(str) + "/" + data.segments["trial_id"].astype(str),  # ids repeat
-    )  # across batches: each trial its own cache domain in the replay
-    warmth = cachemodel.warmth_sweep(
-        sweep, (others[0], baseline), levels=warmth_levels, profile=design.profile or "openai-implicit", seed=seed
-    )
     per_trial_occupancy = occupancy.measure(
-        data.requests, data.tool_results, events=data.events, window_tokens=window_tokens
+        data.requests, data.tool_results, events=data.events, window_tokens=options.window_tokens
     )
+    invariance = _warmth_invariance(trials, choice.treatments, options.confidence)
     tables = {
-        **_occupancy_tables(per_trial_occupancy, baseline, confidence, n_resamples, seed),
+        **_occupancy_tables(per_trial_occupancy, choice.baseline, options),
+        **_warmth_tables(data.segments, trials, choice.treatments, design.profile, options),
         "trials": trials,
         "ratios": ratios,
-        "arms": metrics.arm_summary(trials, metrics_used, confidence=confidence, seed=seed, n_resamples=n_resamples),
-        "headline": metrics.headline(trials, baseline, ratios, confidence=confidence, seed=seed),
-        "warmth": warmth,
-        "observed": observed(trials, others[0], baseline),
+        "arms": metrics.arm_summary(
+            trials, metrics_used, options.confidence, options.seed, n_resamples=options.n_resamples
+        ),
+        "headline": metrics.headline(trials, choice.baseline, ratios, confidence=options.confidence, seed=options.seed),
+        "savings": _savings(trials, choice.treatments, options),
+        "warmth_invariance": invariance,
     }
     warnings = _warnings(design) + trials.attrs.get("pricing_warnings", [])
     warnings += occupancy_block.warnings(per_trial_occupancy)
-    tables["savings"] = savings(trials, baseline, others, confidence=confidence, n_resamples=n_resamples, seed=seed)
-    invariance = _warmth_invariance(trials, baseline, others, confidence)
-    tables["warmth_invariance"] = invariance
     warnings += [
         f"uncached {r['arm']} vs {r['baseline']}: {r['verdict']}" + (f" ({r['reason']})" if r["reason"] else "")
         for r in invariance.to_dict("records")
         if r["n_batches"] >= 2
     ]
-    folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
     _write(tables, design, warnings, folder)
     block = occupancy_block.for_batch(folder)  # the tables' own numbers, as the report quotes them
-    return Analysis(design=design, warnings=warnings, window_tokens=window_tokens, occupancy_block=block, **tables)
+    return Analysis(
+        design=design, warnings=warnings, window_tokens=options.window_tokens, occupancy_block=block, **tables
+    )
+
+
+def _warmth_tables(
+    segments: pd.DataFrame, trials: pd.DataFrame, pairs: list[tuple[str, str]], profile: str | None, options: Options
+) -> dict[str, pd.DataFrame]:
+    """The warmth sweep and each batch's observed point, for every comparison of treatments (docs/method.md#warmth).
+
+    Trial ids repeat across batches (``r00-placebo`` in each), so the replay keys each trial by its batch: each
+    trial its own cache domain."""
+    sweep = segments.assign(
+        segments=segments["segments_json"].map(orjson.loads),
+        trial_id=segments["batch"].astype(str) + "/" + segments["trial_id"].astype(str),
+    )
+    warmth = cachemodel.warmth_sweeps(
+        sweep, pairs, levels=options.warmth_levels, profile=profile or "openai-implicit", seed=options.seed
+    )
+    points = [observed(trials, a, b) for a, b in pairs]
+    return {"warmth": warmth, "observed": pd.concat(points, ignore_index=True) if points else observed(trials, "", "")}
 
 
 def _baseline(baseline: str | None, arms: list[str], controls: list[str]) -> str:
@@ -333,15 +402,13 @@ def _baseline(baseline: str | None, arms: list[str], controls: list[str]) -> str
     return check_baseline(baseline, isolated if baseline is None else arms)
 
 
-def _occupancy_tables(
-    per_trial: pd.DataFrame, baseline: str, confidence: float, n_resamples: int, seed: int
-) -> dict[str, pd.DataFrame]:
+def _occupancy_tables(per_trial: pd.DataFrame, baseline: str, options: Options) -> dict[str, pd.DataFrame]:
     """Occupancy per arm, per trial, and each arm's tool residual against the baseline's file access."""
     return {
         "occupancy": occupancy.arm_means(per_trial),
         "occupancy_trials": per_trial,
         "occupancy_comparison": occupancy_block.comparisons(
-            per_trial, baseline, confidence=confidence, n_resamples=n_resamples, seed=seed
+            per_trial, baseline, confidence=options.confidence, n_resamples=options.n_resamples, seed=options.seed
         ),
     }
 
@@ -379,11 +446,24 @@ def savings(
     return pd.DataFrame(rows)
 
 
-def _warmth_invariance(trials: pd.DataFrame, baseline: str, others: list[str], confidence: float) -> pd.DataFrame:
+def _savings(trials: pd.DataFrame, pairs: list[tuple[str, str]], options: Options) -> pd.DataFrame:
+    """:func:`savings` for every comparison of treatments, grouped by their baseline."""
+    frames = []
+    for base in dict.fromkeys(b for _, b in pairs):
+        others = [a for a, b in pairs if b == base]
+        frames.append(
+            savings(
+                trials, base, others, confidence=options.confidence, n_resamples=options.n_resamples, seed=options.seed
+            )
+        )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _warmth_invariance(trials: pd.DataFrame, pairs: list[tuple[str, str]], confidence: float) -> pd.DataFrame:
     """docs/method.md#replication: does each uncached ratio move with the batches' hit rates? (needs >= 3 batches)."""
     keys = ["arm", "baseline", "n_batches", "slope", "slope_lower", "slope_upper", "dependence", "has_control",
             "control_hit_rate", "isolated_hit_rate", "claim_ok", "reason", "verdict"]  # fmt: skip
-    rows = [stats.warmth_invariance(trials, arm, baseline, confidence=confidence) for arm in others]
+    rows = [stats.warmth_invariance(trials, arm, base, confidence=confidence) for arm, base in pairs]
     return pd.DataFrame([{k: getattr(r, k) for k in keys} for r in rows], columns=keys)
 
 
