@@ -33,6 +33,7 @@ __all__ = [
     "Published",
     "StopRule",
     "TrialMeta",
+    "UnableArm",
     "decode_design",
     "decode_manifest",
     "decode_trial_meta",
@@ -83,6 +84,17 @@ class FirstRequests(msgspec.Struct, frozen=True, kw_only=True):
     reading: Annotated[int, _d("trials whose first request read any cached token")]
 
 
+class UnableArm(msgspec.Struct, frozen=True, kw_only=True):
+    """An arm whose trials show it could not do the task (``kit.analysis.metrics.unable_arms``): every finished trial
+    graded 0, or none called a tool while the other arms did. Its ratios compare a failure, whatever it costs."""
+
+    arm: Annotated[str, ARM]
+    trials: Annotated[int, _d("the arm's finished trials")]
+    graded_zero: Annotated[bool, _d("every graded finished trial of the arm graded 0")]
+    no_tool: Annotated[bool, _d("no finished trial of the arm called a tool, while another arm's did")]
+    reason: Annotated[str, _d("what the trials show, as the report's first lines say it")]
+
+
 class Design(msgspec.Struct, frozen=True, kw_only=True):
     """The design facts every figure and the report state; ``analysis/design.json`` (with its warnings)."""
 
@@ -122,6 +134,10 @@ class Design(msgspec.Struct, frozen=True, kw_only=True):
         list[FirstRequests] | msgspec.UnsetType,
         _d("per arm, what the trials' first requests read from other trials' cache"),
     ] = UNSET
+    unable_arms: Annotated[
+        list[UnableArm] | msgspec.UnsetType,
+        _d("the arms that could not do the task: no efficiency headline for the batch (docs/method.md#grading)"),
+    ] = UNSET
     comparisons: Annotated[
         list[list[str]] | msgspec.UnsetType,
         _d("the [arm, baseline] pairs compared, the report leading with the first; reused by a later analysis"),
@@ -138,6 +154,11 @@ class Design(msgspec.Struct, frozen=True, kw_only=True):
     def control_arms(self) -> list[str]:
         """``controls``; none where an older analysis did not record them."""
         return [] if isinstance(self.controls, msgspec.UnsetType) else self.controls
+
+    @property
+    def unable(self) -> list[UnableArm]:
+        """``unable_arms``; none where an older analysis did not look."""
+        return [] if isinstance(self.unable_arms, msgspec.UnsetType) else self.unable_arms
 
     @property
     def first_request_reads(self) -> list[FirstRequests]:

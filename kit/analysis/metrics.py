@@ -14,7 +14,7 @@ import pandas as pd
 
 from kit import stats
 from kit.errors import InputError
-from kit.records import FirstRequests
+from kit.records import FirstRequests, UnableArm
 from kit.schema import TOKENS
 
 META_COLUMNS = [
@@ -242,3 +242,40 @@ def first_requests(requests: pd.DataFrame, trials: pd.DataFrame) -> list[FirstRe
             )
         )
     return out
+
+
+def unable_arms(trials: pd.DataFrame) -> list[UnableArm]:
+    """The arms whose finished trials show they could not do the task (docs/method.md#grading).
+
+    Two signs, from the trials table alone: every graded trial of the arm graded 0, or no trial of the arm called a
+    tool while another arm's trials did (a task the others needed tools for). Measured: Codex on a model whose tools
+    the provider did not see answered "no tool" in every trial, graded 0, finished ``ok``, and the report printed
+    "1.00× fewer total tokens". An arm that cannot do the task makes every ratio a comparison with a failure, so
+    such a batch gets no efficiency headline.
+    """
+    ok = stats.finished(trials)
+    if ok.empty:
+        return []
+    calls = ok["tool_calls"].astype("Float64") if "tool_calls" in ok else pd.Series(pd.NA, index=ok.index)
+    out = []
+    for arm in dict.fromkeys(ok["arm"].astype(str)):
+        mine = ok["arm"].astype(str) == arm
+        grades = ok.loc[mine, "grade"].dropna().astype(float) if "grade" in ok else pd.Series(dtype=float)
+        graded_zero = len(grades) > 0 and bool((grades == 0).all())
+        others = calls[~mine].dropna()
+        no_tool = bool(calls[mine].notna().all() and (calls[mine] == 0).all() and (others > 0).any())
+        if not (graded_zero or no_tool):
+            continue
+        n = int(mine.sum())
+        shown = [f"its {_trials(len(grades))} graded 0" + (" each" if len(grades) > 1 else "")] if graded_zero else []
+        if no_tool:
+            shown.append(f"no trial of it called a tool (the other arms' made {others.mean():.1f} calls per trial)")
+        elif calls[mine].notna().all() and (calls[mine] == 0).all():
+            shown.append("no trial of it called a tool")
+        reason = f"{arm}: " + " and ".join(shown)
+        out.append(UnableArm(arm=arm, trials=n, graded_zero=graded_zero, no_tool=no_tool, reason=reason))
+    return out
+
+
+def _trials(n: int) -> str:
+    return "1 finished trial" if n == 1 else f"{n} finished trials"

@@ -271,15 +271,30 @@ def _ratios_from_headline(headline: pd.DataFrame, design: Design) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+NO_HEADLINE = (
+    "No efficiency headline: an arm that cannot do the task makes every ratio a comparison with a failure, however "
+    "few tokens it took (docs/method.md#grading); the comparisons are in the tables below, not claims."
+)
+
+
+def unable_sentences(design: Design) -> list[str]:
+    """The report's first lines when an arm could not do the task (``design.unable``): which arm, what its trials
+    show, and that the batch has no efficiency headline. Empty otherwise."""
+    if not design.unable:
+        return []
+    return [f"Cannot do the task: {u.reason}." for u in design.unable] + [NO_HEADLINE]
+
+
 def headline_text(headline: pd.DataFrame, ratios: pd.DataFrame, design: Design) -> str:
-    """The honest headline, one line each: total-token sentence(s), then uncached sentence(s) apart.
+    """The honest headline, one line each: total-token sentence(s), then uncached sentence(s) apart; or, when an arm
+    could not do the task, that and no headline (:func:`unable_sentences`).
 
     Reused by ``python -m kit batch``; a simulated batch says so on its first line.
     """
-    lines = total_sentences(ratios, design, headline)
+    lines = unable_sentences(design) or total_sentences(ratios, design, headline)
     if not lines:
         lines = ["no total-token comparison between arms is available."]
-    lines += uncached_sentences(ratios, design)
+    lines += [] if design.unable else uncached_sentences(ratios, design)
     if design.simulated:
         lines.insert(0, SIMULATION_BANNER)
     return "\n".join(lines)
@@ -382,6 +397,7 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: Design)
     out: list[str] = []
     if design.simulated:
         out.append("simulation: the embedded provider and a scripted model produced these numbers.")
+    out += [f"cannot do the task: {u.reason}; no efficiency headline (docs/method.md#grading)." for u in design.unable]
     if label := shared_prefix_label(design):
         out.append(label)
     if not ratios.empty:
@@ -493,7 +509,7 @@ def md_table(df: pd.DataFrame) -> str:
 _DESIGN_ORDER = ["batch", "schedule", "order", "isolation", "simulated", "backend", "model", "versions"]
 # Design fields shown in their own place: the per-arm table, the Warnings list (analyze folds them in), the cache
 # section.
-_SHOWN_ELSEWHERE = {"arm_settings", "run_warnings", "first_requests"}
+_SHOWN_ELSEWHERE = {"arm_settings", "run_warnings", "first_requests", "unable_arms"}
 
 
 def _design_table(design: Design) -> str:
@@ -520,13 +536,16 @@ def _arm_settings_lines(design: Design) -> list[str]:
     return ["Each arm as it ran:", "", md_table(rows.reindex(columns=columns)), ""]
 
 
-def _headline_table(headline: pd.DataFrame) -> pd.DataFrame:
-    """headline.csv with human headers and one cell per interval (its raw columns are for code, not readers)."""
+def _headline_table(headline: pd.DataFrame, unable: Iterable[str] = ()) -> pd.DataFrame:
+    """headline.csv with human headers and one cell per interval (its raw columns are for code, not readers); an arm
+    that could not do the task flagged so."""
+    unable = set(unable)
     prefix = "total_tokens_" if "total_tokens_mean" in headline.columns else ""
     ratio_col = next((c for c in ("ratio", "ratio_vs_baseline") if c in headline.columns), None)
     rows = []
     for _, r in headline.iterrows():
         label = r.get("label")
+        flags = [str(label) if isinstance(label, str) else "", "cannot do the task" if r["arm"] in unable else ""]
         rows.append(
             {
                 "arm": r["arm"],
@@ -536,7 +555,7 @@ def _headline_table(headline: pd.DataFrame) -> pd.DataFrame:
                 "total tokens, 95% CI": interval(r.get(f"{prefix}lower"), r.get(f"{prefix}upper")),
                 "ratio arm / baseline": _num(r.get(ratio_col)) if ratio_col else math.nan,
                 "ratio, 95% CI": interval(r.get("ratio_lower"), r.get("ratio_upper")),
-                "flag": str(label) if isinstance(label, str) else "",
+                "flag": "; ".join(f for f in flags if f),
             }
         )
     return pd.DataFrame(rows)
@@ -739,6 +758,18 @@ def _figure_lines(batch_dir: Path, figures: dict[str, Path]) -> list[str]:
 # ---------------------------------------------------------------- the report
 
 
+def _headline_lines(headline: pd.DataFrame, ratios: pd.DataFrame, trials: pd.DataFrame, design: Design) -> list[str]:
+    """The report's opening: the total-token sentences, the runs they need and the uncached sentences apart; when an
+    arm could not do the task, that instead, in its first lines, and no efficiency claim at all."""
+    if unable := unable_sentences(design):
+        return [f"**{s}**" for s in unable] + [""]
+    totals = total_sentences(ratios, design, headline) or ["No total-token comparison between arms is available."]
+    lines = [f"**{s}**" for s in totals] + [""]
+    lines += [" ".join(needed), ""] if (needed := _runs_needed_sentences(ratios, trials, design)) else []
+    uncached = uncached_sentences(ratios, design)
+    return lines + ([" ".join(uncached), ""] if uncached else [])
+
+
 def write_report(
     batch_dir: Path,
     *,
@@ -767,17 +798,13 @@ def write_report(
     if design.simulated:
         lines += [SIMULATION_BANNER, ""]
     lines += [f"# Token-cost report: {batch_text}", ""]
-    totals = total_sentences(ratios, design, headline) or ["No total-token comparison between arms is available."]
-    lines += [f"**{s}**" for s in totals] + [""]
-    lines += [" ".join(needed), ""] if (needed := _runs_needed_sentences(ratios, trials, design)) else []
-    uncached = uncached_sentences(ratios, design)
-    if uncached:
-        lines += [" ".join(uncached), ""]
+    lines += _headline_lines(headline, ratios, trials, design)
     all_warnings = _dedupe([*warnings, *derived_warnings(ratios, trials, design)])
     lines += ["## Warnings", ""] + ([f"- {w}" for w in all_warnings] or ["- none"]) + [""]
     lines += ["## Design", "", _design_table(design), "", *_arm_settings_lines(design)]
     lines += batches_section(trials, ratios, design)
-    lines += ["## Per arm (total tokens)", "", md_table(_headline_table(headline)), ""]
+    unable = {u.arm for u in design.unable}
+    lines += ["## Per arm (total tokens)", "", md_table(_headline_table(headline, unable)), ""]
     lines += cache_section(design)
     lines += code_mode_section(trials, design)
     lines += _savings_section(savings)

@@ -329,6 +329,7 @@ def _analyze(
         design,
         shared_first_prefix_tokens=shared_first_prefix(data.segments, data.trials),
         first_requests=metrics.first_requests(data.requests, data.trials),
+        unable_arms=metrics.unable_arms(data.trials),
         baseline=choice.baseline,
         comparisons=choice.pairs,
         comparisons_from=choice.source,
