@@ -188,6 +188,8 @@ def configure(values: Mapping[str, Any]) -> RunConfig:
     params = msgspec.structs.replace(params, batch=params.batch or new_batch_id(params.task), profile=profile)
     models = [arms[name].model or params.model for name in params.arms]
     warnings = design.retention_warnings(profile, models, params.retention) + _question_warnings(params, pack)
+    caveat = getattr(pack, "caveat", None)  # what the pack's own result cannot say (batch-read's upper bound)
+    warnings += [caveat] if isinstance(caveat, str) else []
     return RunConfig(params, pack, arms, tuple(warnings))
 
 

@@ -194,6 +194,14 @@ def grade(answer: str, fixture: Fixture) -> Grade:
     return Grade(round(score, 4), detail)
 
 
+# What a reader of a batch-read ratio must know (codex-batch-bench's own caveat): said in every fixture batch's
+# warnings, not on a user's repository, whose reads are as dependent as they are.
+CAVEAT = (
+    "task: after MANIFEST.txt every read of the batch-read fixture is independent, the maximally batchable task, "
+    "so the batching arm's saving is an upper bound for real work, where reads depend on what earlier ones showed"
+)
+
+
 @dataclass
 class BatchReadPolicy:
     """The scripted coding agent for this pack (see the module docstring for its true effect)."""
@@ -246,6 +254,12 @@ class BatchReadPack(RepoFixture):
 
     def __post_init__(self) -> None:
         self._repo = userrepo.optional(self.repo, self.globs)
+
+    @property
+    def caveat(self) -> str | None:
+        """What the batch's ratio cannot say (the run stage puts it in the warnings): the fixture's, not a
+        user repository's or a custom prompt's."""
+        return None if self._repo is not None or self.prompt else CAVEAT
 
     @property
     def true_effect(self) -> str:

@@ -27,3 +27,12 @@ def test_a_multiple_of_the_questions_or_a_one_question_pack_says_nothing():
     assert _warnings(runs_per_arm=24) == []
     params = pipeline.load_params(str(ROOT / "params/demo.yaml"))
     assert not [w for w in run.configure({**params, "runs_per_arm": 3}).warnings if w.startswith("questions:")]
+
+
+def test_the_batch_read_fixture_warns_it_is_the_maximally_batchable_task_and_a_user_repo_does_not(tmp_path):
+    params = pipeline.load_params(str(ROOT / "params/demo.yaml"))
+    (caveat,) = [w for w in run.configure(params).warnings if w.startswith("task:")]
+    assert "maximally batchable task" in caveat and "upper bound" in caveat
+    (tmp_path / "a.py").write_text("x = 1\n")
+    options = {**params["task_options"], "repo": str(tmp_path), "globs": ["*.py"]}
+    assert not [w for w in run.configure({**params, "task_options": options}).warnings if w.startswith("task:")]
