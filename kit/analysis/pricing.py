@@ -234,3 +234,33 @@ def price_by_trial(requests: pd.DataFrame, card: Card = "usd") -> pd.Series:
     """Exact per-trial cost: price every request, then sum per ``trial_id`` (NA if any request is NA)."""
     per_request = price(requests, card)
     return per_request.groupby(requests["trial_id"], sort=False).sum(skipna=False, min_count=1).rename(per_request.name)
+
+
+def structural_price_by_trial(requests: pd.DataFrame, card: Card = "usd") -> pd.Series:
+    """Each trial's structural-cache cost (docs/method.md#structural-cache): its requests billed as an ideal per-trial
+    prefix cache would bill them, the cost-like figure that does not depend on the server.
+
+    ``requests``: one row per request with ``trial_id``, ``model``, ``input_tokens`` (its segments' sum),
+    ``structural_cached`` (``kit.analysis.cachemodel.structural``) and ``output_tokens``. The structural cached
+    tokens bill at the cached rate; every other prompt token is new to the cache, so it is written (an ideal cache
+    stores every prefix): at the card's 5-minute write rate where writes carry a surcharge (Anthropic), at the input
+    rate where they do not (OpenAI, the Codex credit card); output at the output rate. NA where the model has no
+    card row or a count is missing, as :func:`price_by_trial`.
+    """
+    for column in ("trial_id", "model", "input_tokens", "structural_cached", "output_tokens"):
+        if column not in requests.columns:
+            raise InputError(f"structural_price_by_trial(): the table has no {column!r} column")
+    cached = requests["structural_cached"].astype("Float64")
+    billed = pd.DataFrame(
+        {
+            "trial_id": requests["trial_id"],
+            "model": requests["model"],
+            "input_tokens": requests["input_tokens"].astype("Float64"),
+            "cache_read_tokens": cached,
+            "cache_write_tokens": requests["input_tokens"].astype("Float64") - cached,
+            "cache_write_1h_tokens": 0.0,
+            "output_tokens": requests["output_tokens"].astype("Float64"),
+        },
+        index=requests.index,
+    )
+    return price_by_trial(billed, card).rename("structural_cost_usd" if card == "usd" else "structural_credits")

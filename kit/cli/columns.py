@@ -130,6 +130,11 @@ _COMMON: dict[str, tuple[str, str]] = {
     ),
     "cost_usd": ("price at the dated API rate card for the model (`kit/data/rates/`); empty when unpriced", "USD"),
     "credits": ("price at the Codex credit rate card; empty when the model has no card row", "credits"),
+    "structural_cost_usd": (
+        "price at the dated USD rate card as an ideal per-trial prefix cache bills it: structural cached tokens at "
+        "the cached rate, every other prompt token written (docs/method.md#structural-cache); empty when unpriced",
+        "USD",
+    ),
     # written once, on kit.records.TrialMeta's fields of the same name
     **{
         k: _TRIAL[k]

@@ -188,13 +188,23 @@ def uncached_sentences(ratios: pd.DataFrame, design: Design) -> list[str]:
             f"uncached tokens{where}: {_ratio_phrase(row, 'uncached input tokens')}; {_n_phrase(row)}, "
             f"{_batch_phrase(row, design)}) {hits}; this figure depends on cache warmth{diagnostic}."
         )
+    costs = _metric_rows(ratios, "structural_cost_usd")
     for _, row in _treatments(_metric_rows(ratios, "structural_uncached"), design).iterrows():
+        cost = costs[(costs["arm"] == row["arm"]) & (costs["baseline"] == row["baseline"])]
         sentences.append(
             f"structural (modelled) uncached tokens: {_ratio_phrase(row, 'uncached input tokens')}; "
             f"{_n_phrase(row)}) — the recorded prompts replayed through the kit's cache model, "
-            "not the provider's cache."
+            "not the provider's cache" + (f"; {_cost_phrase(cost.iloc[0])}." if len(cost) else ".")
         )
     return sentences
+
+
+def _cost_phrase(row: pd.Series) -> str:
+    """'in dollars, structural-cache cost ratio 0.88 (95% CI 0.80–0.95)': the structural figure priced
+    (docs/method.md#structural-cache), beside its tokens."""
+    lo, hi = _num(row.get("lower")), _num(row.get("upper"))
+    ci = "no interval" if math.isnan(lo) or math.isnan(hi) else f"95% CI {_bound(lo)}–{_bound(hi)}"
+    return f"its structural-cache cost at the dated USD rates: ratio {_num(row['estimate']):.2f} ({ci})"
 
 
 def _one_batch_of_several(row: pd.Series) -> bool:
@@ -342,10 +352,67 @@ def contamination_sentences(design: Design) -> list[str]:
     return out
 
 
-def cache_section(design: Design) -> list[str]:
-    """The report's cache section: the contamination the control shows (docs/method.md#controls)."""
+STRUCTURAL_VS_OBSERVED = (
+    "Structural against observed, per arm: the structural model is an ideal per-trial prefix cache (every earlier "
+    "prompt of the trial kept, no minimum, no expiry; docs/method.md#structural-cache), the observed figure what "
+    "the provider's cache served. Observed below structural is what the provider's minimum, rounding and expiry "
+    "withheld; observed above it came from other trials' prefixes."
+)
+
+
+def _mean(values: pd.Series) -> float:
+    return float(pd.to_numeric(values, errors="coerce").astype(float).mean())
+
+
+def _usd(trials: pd.DataFrame, column: str) -> str:
+    """A mean price per trial in dollars to the cent's hundredth ('$0.0304'), '—' where unpriced (no rate card row)."""
+    mean = _mean(trials[column]) if column in trials.columns else math.nan
+    return "—" if math.isnan(mean) else f"${mean:.4f}"
+
+
+def structural_vs_observed(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per arm, the provider's cache against the structural model: cached shares, uncached and USD per trial.
+
+    ``observed / structural`` is the observed cached share over the structural one: 1 is a cache as good as the
+    ideal one, below 1 what the provider withheld, above 1 reads from other trials (a control, a shared head).
+    """
+    need = {"arm", "input_tokens", "cache_read_tokens", "structural_uncached"}
+    ok = stats.finished(trials) if "status" in trials.columns else trials
+    if not need <= set(ok.columns) or ok.empty:
+        return pd.DataFrame()
+    rows = []
+    for arm, g in ok.groupby(ok["arm"].astype(str), sort=False):
+        known = g.dropna(subset=["input_tokens", "cache_read_tokens", "structural_uncached"])
+        total = float(pd.to_numeric(known["input_tokens"]).sum())
+        observed = float(pd.to_numeric(known["cache_read_tokens"]).sum()) / total if total else math.nan
+        ideal = 1 - float(pd.to_numeric(known["structural_uncached"]).sum()) / total if total else math.nan
+        rows.append(
+            {
+                "arm": arm,
+                "trials": len(known),
+                "cached: observed": _share(observed),
+                "cached: structural": _share(ideal),
+                "observed / structural": observed / ideal if ideal else math.nan,
+                "uncached per trial: observed": _mean(known["input_tokens"]) - _mean(known["cache_read_tokens"]),
+                "uncached per trial: structural": _mean(known["structural_uncached"]),
+                "USD per trial: observed": _usd(g, "cost_usd"),
+                "USD per trial: structural": _usd(g, "structural_cost_usd"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def cache_section(design: Design, trials: pd.DataFrame | None = None) -> list[str]:
+    """The report's cache section: the contamination the control shows (docs/method.md#controls), then each arm's
+    observed cache against the structural model, in tokens and dollars (docs/method.md#structural-cache)."""
     sentences = contamination_sentences(design)
-    return ["## Cache", "", " ".join(sentences), ""] if sentences else []
+    table = structural_vs_observed(trials) if trials is not None else pd.DataFrame()
+    if not sentences and table.empty:
+        return []
+    out = ["## Cache", ""] + ([" ".join(sentences), ""] if sentences else [])
+    if not table.empty:
+        out += [STRUCTURAL_VS_OBSERVED, "", md_table(table), ""]
+    return out
 
 
 # ---------------------------------------------------------------- several batches
@@ -439,21 +506,29 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: Design)
                     f"{row['baseline']} (CI {_num(row['lower']):+.2f} to {_num(row['upper']):+.2f}); "
                     "a cheaper arm may be a worse one (docs/method.md#grading)."
                 )
-        uncached = _metric_rows(ratios, "uncached_input_tokens")
-        if len(uncached):
-            batches = int(pd.to_numeric(uncached.get("batches", pd.Series([1])), errors="coerce").fillna(1).max())
-            per_batch = uncached[[_one_batch_of_several(r) for _, r in uncached.iterrows()]]
-            batches = max(batches, per_batch["from_batch"].nunique() if len(per_batch) else 0)
-            has_control = "control" in trials.columns and trials["control"].fillna(False).astype(bool).any()
-            if batches < 3 or not has_control:
-                out.append(
-                    f"the uncached ratio rests on {_count_word(batches)} {'batch' if batches == 1 else 'batches'} "
-                    f"{'with' if has_control else 'without'} a non-isolated control; a cache-dependent claim needs "
-                    "≥ 3 batches plus one control (docs/method.md#replication). Read it as one point on the "
-                    "warmth curve (docs/method.md#warmth)."
-                )
+        out += _replication_warnings(ratios, trials)
     out += _trial_warnings(trials)
     return out
+
+
+def _replication_warnings(ratios: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
+    """Whether the uncached ratio has the batches and the control a cache-dependent claim needs
+    (docs/method.md#replication); the batches are counted from the per-batch rows where there are several."""
+    uncached = _metric_rows(ratios, "uncached_input_tokens")
+    if uncached.empty:
+        return []
+    batches = int(pd.to_numeric(uncached.get("batches", pd.Series([1])), errors="coerce").fillna(1).max())
+    per_batch = uncached[[_one_batch_of_several(r) for _, r in uncached.iterrows()]]
+    batches = max(batches, per_batch["from_batch"].nunique() if len(per_batch) else 0)
+    has_control = "control" in trials.columns and trials["control"].fillna(False).astype(bool).any()
+    if batches >= 3 and has_control:
+        return []
+    return [
+        f"the uncached ratio rests on {_count_word(batches)} {'batch' if batches == 1 else 'batches'} "
+        f"{'with' if has_control else 'without'} a non-isolated control; a cache-dependent claim needs "
+        "≥ 3 batches plus one control (docs/method.md#replication). Read it as one point on the "
+        "warmth curve (docs/method.md#warmth)."
+    ]
 
 
 def _trial_warnings(trials: pd.DataFrame) -> list[str]:
@@ -805,7 +880,7 @@ def write_report(
     lines += batches_section(trials, ratios, design)
     unable = {u.arm for u in design.unable}
     lines += ["## Per arm (total tokens)", "", md_table(_headline_table(headline, unable)), ""]
-    lines += cache_section(design)
+    lines += cache_section(design, trials)
     lines += code_mode_section(trials, design)
     lines += _savings_section(savings)
     lines += _quality_section(trials, ratios, arms)

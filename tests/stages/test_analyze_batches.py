@@ -133,3 +133,12 @@ def test_the_report_says_what_each_batch_contributed(uneven_batches, tmp_path):
     assert row_a.endswith("| batching vs placebo |") and "short" not in row_a
     assert row_b.endswith("| batching vs placebo, short vs placebo |") and "short 2" in row_b
     assert report.batches_section(result.trials[result.trials["batch"] == "a"], result.ratios, result.design) == []
+
+
+def test_the_structural_figure_keeps_each_batchs_trials_apart(three_batches, tmp_path):
+    """Keyed by trial id alone, batch m1's r00-placebo read batch m0's same-named trial as cached."""
+    joint = analyze.analyze_batches(three_batches, baseline="placebo", n_resamples=1_000, out_dir=tmp_path / "all")
+    for i, folder in enumerate(three_batches):
+        alone = analyze.analyze_batches([folder], baseline="placebo", n_resamples=1_000, out_dir=tmp_path / str(i))
+        mine = joint.trials[joint.trials["batch"] == f"m{i}"].set_index("trial_id")["structural_uncached"]
+        assert mine.to_dict() == alone.trials.set_index("trial_id")["structural_uncached"].to_dict()
