@@ -10,7 +10,11 @@ DUMMY = "cache_bust_0123456789abcdef"
 
 
 def _tools(*first: str, later: tuple[str, ...] = ()) -> offered.OfferedTools:
-    records = [{"tools": list(first)}, {"tools": list(later or first)}, {"tools": None}]
+    records: list[dict[str, list[str] | None]] = [
+        {"tools": list(first)},
+        {"tools": list(later or first)},
+        {"tools": None},
+    ]
     return offered.offered_tools(records)
 
 
