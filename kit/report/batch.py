@@ -404,7 +404,11 @@ def structural_vs_observed(trials: pd.DataFrame) -> pd.DataFrame:
 
 def cache_section(design: Design, trials: pd.DataFrame | None = None) -> list[str]:
     """The report's cache section: the contamination the control shows (docs/method.md#controls), then each arm's
-    observed cache against the structural model, in tokens and dollars (docs/method.md#structural-cache)."""
+    observed cache against the structural model, in tokens and dollars (docs/method.md#structural-cache). An
+    analysis written before the section existed (no ``first_requests`` in its design.json) gets none until it is
+    analysed again: its report stays the one it was."""
+    if design.first_requests is UNSET:
+        return []
     sentences = contamination_sentences(design)
     table = structural_vs_observed(trials) if trials is not None else pd.DataFrame()
     if not sentences and table.empty:
