@@ -136,6 +136,18 @@ def test_flat_ratios_are_invariant_only_when_the_slope_is_pinned_down():
     assert noisy.dependence == "undetermined"
 
 
+@pytest.mark.parametrize("hits", [[0.5, 0.5, 0.5], [0.5, 0.5 + 1e-12, 0.5 - 1e-12], [0.5, 0.5 + 1e-7, 0.5 + 2e-7]])
+@pytest.mark.parametrize("ratios", [[0.6, 0.6, 0.6], [0.73, 0.58, 0.47]])
+def test_near_equal_hit_rates_cannot_tell_instead_of_crashing(hits, ratios):
+    """Issue #30 item 5: hit rates equal to ~1e-12 raised LinAlgError, ~1e-7 apart OverflowError (or a slope of
+    -2e6 per 100% called 'dependent' at hit rates 50.0%-50.0%), which would abort the analyze stage."""
+    out = stats.warmth_invariance(warmth(ratios, hits), "a", "b")
+    assert out.n_batches == 3 and out.claim_ok
+    assert out.dependence == "not judged" and math.isnan(out.slope)
+    assert out.verdict.startswith("cannot tell warmth dependence with these batches")
+    assert "hit rates span 0.00%" in out.verdict
+
+
 def test_plan_matches_the_simulated_runs():
     """bench/known_truth.md#planner: 48 runs per arm for CV 0.5 at upper/lower 1.5 (simulation: 46-48)."""
     p = stats.plan(cv=0.5, precision=1.5)

@@ -20,6 +20,10 @@ MIN_BATCHES_FOR_CACHE_CLAIM = 3
 # A warmth slope smaller than this (log ratio per unit hit rate: the ratio moves by less than 1.1x between a
 # cold and a fully warm cache) is immaterial (docs/method.md#warmth).
 MATERIAL_SLOPE = math.log(1.1)
+# Batches whose hit rates span less than this (one percentage point) cannot tell a slope: it is quoted per 100%
+# of hit rate, so it would extrapolate over 100x the range seen, and hit rates equal to ~1e-12 made the
+# regression singular (LinAlgError) or its slope overflow exp() (issue #30 item 5).
+MIN_HIT_RATE_SPAN = 0.01
 
 
 def _batch_points(ok: pd.DataFrame, a: str, b: str, metric: str) -> list[dict]:
@@ -92,7 +96,11 @@ def _warmth_verdict(rows: list[dict], slope: tuple[float, float, float], confide
     ratios_ = np.array([r["ratio"] for r in rows])
     hits = np.array([r["hit_rate"] for r in rows])
     if not np.isfinite(slope[0]):
-        return "not judged", "the hit rate did not vary across batches: no slope to estimate"
+        span = np.nanmax(hits) - np.nanmin(hits) if np.isfinite(hits).any() else 0.0
+        return "not judged", (
+            f"cannot tell warmth dependence with these batches: their hit rates span {span:.2%} "
+            f"(a slope needs >= {MIN_HIT_RATE_SPAN:.0%}); batches at more different hit rates would tell"
+        )
     est, lo, hi = (math.exp(s) for s in slope)
     span = (
         f"ratio {ratios_.min():.3g}-{ratios_.max():.3g} at hit rates {np.nanmin(hits):.1%}-{np.nanmax(hits):.1%} "
@@ -140,7 +148,7 @@ def warmth_invariance(
     nan = float("nan")
     slope = (nan, nan, nan)
     points = [r for r in rows if np.isfinite(r["hit_rate"])]
-    if len(points) >= MIN_BATCHES_FOR_CACHE_CLAIM and np.ptp([r["hit_rate"] for r in points]) > 0:
+    if len(points) >= MIN_BATCHES_FOR_CACHE_CLAIM and np.ptp([r["hit_rate"] for r in points]) >= MIN_HIT_RATE_SPAN:
         slope = _warmth_slope(
             np.log([r["ratio"] for r in points]),
             np.array([r["hit_rate"] for r in points]),
