@@ -63,11 +63,26 @@ def _pct(value) -> str:
     return "unknown" if math.isnan(_num(value)) else f"{_num(value):.0%}"
 
 
+def _off_one(value: float, text: str) -> str:
+    """``text``, or ``value`` with as many more decimals as it takes not to read 1 when it is not 1.
+
+    Whether a ratio's interval includes no difference is decided on the unrounded bounds; a bound of 1.0041
+    printed "1.00" beside "excludes" and 0.9976 printed "1.00" beside "includes" read as a contradiction
+    (issue #30 item 7), so a bound near 1 shows the digit that puts it on its side: 1.004, 0.998.
+    """
+    decimals = 2
+    while value != 1 and float(text) == 1 and decimals < 17:
+        decimals += 1
+        text = f"{value:.{decimals}f}"
+    return text
+
+
 def _bound(value: float) -> str:
-    """One interval bound: thousands for token counts, 3 significant digits below 1, else 2 decimals."""
+    """One interval bound: thousands for token counts, 3 significant digits below 1, else 2 decimals; never a
+    bare "1.00" for a bound that is not 1 (:func:`_off_one`)."""
     if abs(value) >= 100:
         return f"{value:,.0f}"
-    return f"{value:.2f}" if abs(value) >= 1 else f"{value:#.3g}"
+    return _off_one(value, f"{value:.2f}" if abs(value) >= 1 else f"{value:#.3g}")
 
 
 def interval(lower, upper) -> str:
@@ -132,7 +147,7 @@ def _ratio_phrase(row: pd.Series, what: str) -> str:
         few = str(row.get("small_n")).lower() in ("true", "1", "1.0")
         ci = f"{conf_text} not available" + (": fewer than 5 runs per arm" if few else "")
     else:
-        ci = f"{conf_text} {bounds[0]:.2f}–{bounds[1]:.2f}"
+        ci = f"{conf_text} {_off_one(bounds[0], f'{bounds[0]:.2f}')}–{_off_one(bounds[1], f'{bounds[1]:.2f}')}"
         if str(row.get("bound_beyond_data")).lower() in ("true", "1", "1.0"):
             ci += ", capped where these runs end: no resample of them gives a ratio beyond it"
         if lo <= 1 <= hi:

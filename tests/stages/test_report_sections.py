@@ -17,7 +17,7 @@ from kit.experiment.layout import BatchDir, write_design
 from kit.records import Design, Manifest
 from kit.report import batch as report
 from kit.stages import analyze
-from tests.report_tables import DESIGN, report_headline, report_ratios, report_trials
+from tests.report_tables import DESIGN, ratio_row, report_headline, report_ratios, report_trials
 from tests.support import run_params
 
 CODEX = {"shared_first_prefix_tokens": 1256, "profile": "openai-implicit", "model": "gpt-5.4"}
@@ -195,3 +195,32 @@ def _write(folder, design: Design, warnings: list[str] | None = None) -> str:
         folder, design=design, headline=report_headline(), ratios=report_ratios(), trials=report_trials(), figures={},
         warnings=warnings or [],
     ).read_text()  # fmt: skip
+
+
+# ---------------------------------------------------------------- 5. a bound near 1 shows its side of 1
+
+
+@pytest.mark.parametrize(
+    ("estimate", "lower", "upper", "printed", "includes"),
+    [
+        (1.5, 1.0041, 2.0, "95% CI 1.004–2.00", False),  # issue #30 item 7: both printed "1.00"
+        (1.5, 0.9976, 2.0, "95% CI 0.998–2.00", True),
+        (0.7, 0.5, 0.9976, "95% CI 1.002–2.00", False),  # fewer: bounds invert (1 / 0.9976 = 1.0024)
+        (0.7, 0.5, 1.0041, "95% CI 0.996–2.00", True),
+        (1.5, 1.3, 2.0, "95% CI 1.30–2.00", False),  # away from 1: two decimals as before
+    ],
+)
+def test_no_difference_verdict_agrees_with_the_printed_bounds(estimate, lower, upper, printed, includes):
+    """The verdict is decided on the unrounded bounds and the bound near 1 carries the digit that shows it."""
+    row = ratio_row("total_tokens", estimate, lower, upper)
+    sentence = report.total_sentences(pd.DataFrame([row]), DESIGN)[0]
+    assert printed in sentence
+    assert ("which includes no difference" in sentence) is includes
+
+
+def test_a_table_cell_never_prints_a_bound_that_is_not_1_as_1():
+    """The ratios table's cells: 0.9996 read "1.00" in 3 significant digits, 1.0041 "1.00" in 2 decimals."""
+    assert report.interval(1.0041, 2.0) == "1.004–2.00"
+    assert report.interval(0.9996, 1.5) == "0.9996–1.50"
+    assert report.interval(0.85, 1.0) == "0.850–1.00"
+    assert report.interval(11_283, 11_396) == "11,283–11,396"
