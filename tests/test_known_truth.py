@@ -88,7 +88,7 @@ def test_truth_reproduces_from_fresh_forced_trials(lab):
         assert table.loc[table["arm"] == arm, "probability"].sum() == pytest.approx(1.0)
     t = kt.truth(table)
     assert t["ratio"] == pytest.approx(kt.TRUTH_RATIO, abs=0.003)  # one trial per path: ~0.0006 standard error
-    assert t[f"mean_{kt.BASELINE}"] == pytest.approx(30_400, rel=0.01)  # item ids are not prompt tokens (was 32,500)
+    assert t[f"mean_{kt.BASELINE}"] == pytest.approx(32_500, rel=0.01)
 
 
 def test_coverage_40_batches(lab):

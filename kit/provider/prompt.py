@@ -196,9 +196,6 @@ def _anthropic_blocks(body: dict) -> Iterator[tuple[Wrapped, Any]]:
 
 
 def _responses_blocks(body: dict) -> Iterator[tuple[Wrapped, Any]]:
-    """An input item's ``id`` is left out: it names the item for the API and is not rendered into the prompt.
-    Codex 0.169.0 gives every item a thread-unique id (``msg_<uuid>``, ``at_<uuid>``), so counting it would
-    make two trials' identical base instructions differ and hide the prefix they share on a real cache."""
     marker = "prompt_cache_breakpoint"
     for tool in _loaded(body):
         yield ("tool", None, tool), tool
@@ -210,10 +207,10 @@ def _responses_blocks(body: dict) -> Iterator[tuple[Wrapped, Any]]:
     items = body.get("input")
     for item in [{"role": "user", "content": items}] if isinstance(items, str) else items or []:
         if (item.get("type") or "message") == "message":
-            meta = {k: v for k, v in item.items() if k not in ("role", "content", "id")}
+            meta = {k: v for k, v in item.items() if k not in ("role", "content")}
             yield from _message(item["role"], meta, _parts(item.get("content"), "input_text"), marker)
         else:
-            yield (item.get("type", "item"), None, _without(item, "id")), item
+            yield (item.get("type", "item"), None, item), item
 
 
 def _chat_blocks(body: dict) -> Iterator[tuple[Wrapped, Any]]:

@@ -63,6 +63,7 @@ OUT_OF_RANGE: dict[str, object] = {
     "strict": None,
     "batch_dirs": ["ok", 3],
     "baseline": None,
+    "comparisons": None,
     "n_resamples": 99,
     "confidence": 1.0,
     "allow_stitch": None,
