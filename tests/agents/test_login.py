@@ -29,8 +29,9 @@ from kit.experiment.design import Arm, ParamError
 from kit.stages import run
 from tests.support import ROOT
 
-ACCESS = {"codex": "ACCESSCODEXFAKE7e1d", "claude": "sk-ant-oat01-ACCESSCLAUDEFAKE9c2b"}
-REFRESH = {"codex": "REFRESHCODEXFAKE41aa", "claude": "sk-ant-ort01-REFRESHCLAUDEFAKE55d0"}
+# Made-up markers, not key-shaped: the tests look for these bytes in outputs, so any unique string will do.
+ACCESS = {"codex": "ACCESSCODEXFAKE7e1d", "claude": "ACCESSCLAUDEFAKE9c2b"}
+REFRESH = {"codex": "REFRESHCODEXFAKE41aa", "claude": "REFRESHCLAUDEFAKE55d0"}
 
 
 def _b64(value: dict) -> str:
@@ -178,7 +179,7 @@ def _spec(tmp_path: Path, auth: str) -> TrialSpec:
 
 def test_the_child_environment_holds_no_key_on_a_login(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-planted")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-planted")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "planted-key-not-real")
     args, kit_env = codex.config_args(_spec(tmp_path, "login"), tmp_path)
     env = cli_common.child_env(_spec(tmp_path, "login"), kit_env)
     assert not [name for name in env if name.endswith("_API_KEY")]
