@@ -491,8 +491,8 @@ def grid_report(scores: pd.DataFrame, reps: int) -> list[str]:
     return [*lines, ""]
 
 
-def small_tables_report(arms: pd.DataFrame, planner: pd.DataFrame, stops: pd.DataFrame, reps: int) -> list[str]:
-    """Per-arm intervals, the planner against simulation, and the stopping rules."""
+def arm_report(arms: pd.DataFrame, reps: int) -> list[str]:
+    """Per-arm intervals: coverage of one arm's mean by each method, cell by cell."""
     wide = arms.pivot_table(index=["data", "n"], columns="method", values="coverage", sort=False)
     lines = [
         "## Per-arm intervals",
@@ -509,8 +509,12 @@ def small_tables_report(arms: pd.DataFrame, planner: pd.DataFrame, stops: pd.Dat
     ]
     for (data, n), row in wide.iterrows():
         lines.append(f"| {data} | {n} | " + " | ".join(f"{v:.3f}" for v in row) + " |")
-    lines += [
-        "",
+    return [*lines, ""]
+
+
+def planner_report(planner: pd.DataFrame, reps: int) -> list[str]:
+    """The planner against simulation."""
+    lines = [
         "## Planner",
         "",
         "`kit.stats.plan` against simulation: *simulated* is the smallest runs per arm at which the share of "
@@ -523,8 +527,12 @@ def small_tables_report(arms: pd.DataFrame, planner: pd.DataFrame, stops: pd.Dat
     ]
     for r in planner.itertuples():
         lines.append(f"| {r.data} | {r.target} | {r.assurance:g} | {r.planned} | {r.simulated} | {r.error:+.1%} |")
-    lines += [
-        "",
+    return [*lines, ""]
+
+
+def stop_report(stops: pd.DataFrame, reps: int) -> list[str]:
+    """The stopping rules: coverage at the stop, and runs against a fixed design."""
+    lines = [
         "## Stopping rules",
         "",
         f"`kit.stats.should_continue`'s rules over balanced blocks of one run per arm, looking from "
@@ -976,12 +984,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     scores = grid(args.replications)
     took["grid"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    extra = small_tables_report(
-        arm_coverage(args.replications),
-        planner_check(args.replications),
-        stop_study(args.replications),
-        args.replications,
-    )
+    extra = arm_report(arm_coverage(args.replications), args.replications)
+    extra += planner_report(planner_check(args.replications), args.replications)
+    extra += stop_report(stop_study(args.replications), args.replications)
     extra += few_runs_report(one_arm_check(args.replications), unseen_check(args.replications), args.replications)
     took["planner and stop rules"] = time.perf_counter() - t0
     provider = run_provider(args.batches, args.per_path, took)
