@@ -250,6 +250,7 @@ ANALYZE = [
     Param("warmth_levels", (int,), "an integer from 2 to 101", lambda v: 2 <= v <= 101),
     Param("window_tokens", (int,), "an integer >= 1000", lambda v: v >= 1000),
     _SEED,
+    Param("quality_margin", (float,), "a grade difference strictly between 0 and 1, e.g. 0.1", lambda v: 0 < v < 1),
 ]
 PLOT = [_BATCH, _OUTPUTS_DIR, _BATCH_DIR]
 

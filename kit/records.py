@@ -349,6 +349,7 @@ class Analysis(msgspec.Struct, frozen=True, kw_only=True, eq=False):
     warmth_invariance: Annotated[
         pd.DataFrame, _d("analysis/warmth_invariance.csv: does the uncached ratio move with hit rates")
     ]
+    quality: Annotated[pd.DataFrame, _d("analysis/quality.csv: the grade's non-inferiority gate per comparison")]
     warnings: Annotated[list[str], _d("every warning of the analysis, as design.json and the report list them")]
     window_tokens: Annotated[int, _d("the context window occupancy is measured against")]
     occupancy_block: Annotated[str, _d("the printed occupancy block, quoting the tables' own numbers")]
@@ -374,6 +375,7 @@ class AnalysisFiles(msgspec.Struct, frozen=True, kw_only=True, eq=False):
     savings: Annotated[pd.DataFrame, _d("analysis/savings.csv, or empty")]
     occupancy: Annotated[pd.DataFrame, _d("analysis/occupancy.csv, or empty")]
     occupancy_comparison: Annotated[pd.DataFrame, _d("analysis/occupancy_comparison.csv, or empty")]
+    quality: Annotated[pd.DataFrame, _d("analysis/quality.csv, or empty (an analysis older than the gate)")]
     requests: Annotated[pd.DataFrame, _d("tables/requests.parquet: the cycle-growth figure's rows")]
 
 

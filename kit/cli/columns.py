@@ -4,8 +4,8 @@ Why in code: a hand-written column list drifts the moment a stage gains a column
 lists come from the modules that write the tables wherever such a list exists (``kit.schema``,
 ``kit.analysis.metrics``, ``kit.stages.parse``, ``kit.analysis.occupancy``, ``kit.stages.analyze``), and each column
 needs a one-line meaning and a unit below, or building the dictionary fails. Columns that are fields of a record
-(``kit.stats``'s ``Comparison``, ``Savings``, ``WarmthInvariance``; ``kit.records.TrialMeta``) take both from the
-field's description, written once there.
+(``kit.stats``'s ``Comparison``, ``Savings``, ``WarmthInvariance``, ``QualityGate``; ``kit.records.TrialMeta``) take
+both from the field's description, written once there.
 ``tests/test_docs.py`` checks that ``docs/tables.md`` is exactly :func:`render`'s output and that every column of
 the committed example batches is described. Regenerate with ``python -m kit.cli.columns > docs/tables.md``.
 """
@@ -45,6 +45,7 @@ class Table:
 _COMPARISON = records.docs(stats.Comparison)
 _SAVINGS = records.docs(stats.Savings)
 _WARMTH = records.docs(stats.WarmthInvariance)
+_QUALITY = records.docs(stats.QualityGate)
 _TRIAL = records.docs(records.TrialMeta)  # the trial columns the run stage writes in meta.json
 
 # Meanings shared by every table that has the column; a table overrides where its column differs.
@@ -504,6 +505,14 @@ TABLES: tuple[Table, ...] = (
         "replication",
         [c for c in _WARMTH if c not in ("metric", "per_batch")],
         _WARMTH,
+    ),
+    _table(
+        "analysis/quality.csv",
+        "analyze (`kit.stages.analyze.quality`, `kit.stats.quality_gate`)",
+        "Each treatment's grade against its baseline's: the non-inferiority gate the headline states.",
+        "grading",
+        list(_QUALITY),
+        _QUALITY,
     ),
     _table(
         "analysis/savings.csv",

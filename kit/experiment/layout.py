@@ -180,6 +180,7 @@ class BatchDir:
             savings=optional("savings"),
             occupancy=optional("occupancy"),
             occupancy_comparison=optional("occupancy_comparison"),
+            quality=optional("quality"),
             requests=pd.read_parquet(self.table("requests")),
         )
 

@@ -126,33 +126,69 @@ def _batch_phrase(row: pd.Series, design: Design) -> str:
     return f"{_count_word(batches)} {_schedule_word(design)} {plural}"
 
 
-def _ratio_phrase(row: pd.Series, what: str) -> str:
-    """'batching feeds 1.42× fewer total tokens than placebo (95% CI 1.30–1.55' — the open clause.
+def _flag(row: pd.Series, column: str) -> bool:
+    """A boolean column of a ratios row as written or read back ("True", 1.0, True)."""
+    return str(row.get(column)).lower() in ("true", "1", "1.0")
 
-    ratio = mean(arm) / mean(baseline). Below 1 the arm feeds fewer tokens: the factor is 1/ratio and
-    the CI bounds invert and swap. The caller closes the parenthesis with n and the batch facts.
+
+def _ci_text(lo: float, hi: float) -> str:
+    """'1.30–1.56': two bounds, each with the digits that keep it on its side of 1 (:func:`_off_one`)."""
+    return f"{_off_one(lo, f'{lo:.2f}')}–{_off_one(hi, f'{hi:.2f}')}"
+
+
+def _family_clause(row: pd.Series) -> str:
+    """'; decisive among the family's 2 comparisons (Holm: 97.5% CI 0.61–0.80)', or '' outside a family of several.
+
+    docs/method.md#family: several comparisons at 95% each would call one decisive by luck more often than 5%.
+    """
+    size, level = _num(row.get("family_size")), _num(row.get("family_level"))
+    lo, hi = _num(row.get("family_lower")), _num(row.get("family_upper"))
+    if math.isnan(size) or size < 2 or math.isnan(level):
+        return ""
+    ci = (
+        "no interval" if math.isnan(lo) or math.isnan(hi) else f"{level:.2%} CI {_ci_text(lo, hi)}".replace(".00%", "%")
+    )
+    word = "decisive" if _flag(row, "decisive") else "not decisive"
+    return f"; {word} among the family's {int(size)} comparisons (Holm: {ci})"
+
+
+def _ratio_phrase(row: pd.Series, what: str) -> str:
+    """'batching feeds 1.43× fewer total tokens than placebo (95% CI 1.30–1.56× fewer; ratio 0.70, 95% CI 0.64–0.77'
+    — the open clause; the caller closes the parenthesis with n and the batch facts.
+
+    One direction per sentence (issue #30 item 7): the factor and its interval in the factor's units, the ratio
+    (mean(arm) / mean(baseline)) and its interval in the ratio's. An interval that holds 1 is a null result and is
+    worded as one, whatever side of 1 the estimate fell on; the verdict is taken on unrounded bounds.
     """
     est, lo, hi = (_num(row.get(c)) for c in ("estimate", "lower", "upper"))
     conf = _num(row.get("confidence"))
     conf_text = f"{(0.95 if math.isnan(conf) else conf):.0%} CI"
     arm, baseline = row["arm"], row["baseline"]
-    if est == 1:
-        sentence, bounds = f"{arm} feeds as many {what} as {baseline} (ratio 1.00", (lo, hi)
-    elif est < 1:
-        sentence = f"{arm} feeds {1 / est:.2f}× fewer {what} than {baseline} (ratio {est:.2f}; "
-        bounds = (1 / hi if hi else math.inf, 1 / lo if lo else math.inf)
-    else:
-        sentence, bounds = f"{arm} feeds {est:.2f}× more {what} than {baseline} (ratio {est:.2f}; ", (lo, hi)
-    if any(math.isnan(b) for b in bounds):
-        few = str(row.get("small_n")).lower() in ("true", "1", "1.0")
+    no_ci = math.isnan(lo) or math.isnan(hi)
+    if no_ci:
+        few = _flag(row, "small_n")
         ci = f"{conf_text} not available" + (": fewer than 5 runs per arm" if few else "")
-    else:
-        ci = f"{conf_text} {_off_one(bounds[0], f'{bounds[0]:.2f}')}–{_off_one(bounds[1], f'{bounds[1]:.2f}')}"
-        if str(row.get("bound_beyond_data")).lower() in ("true", "1", "1.0"):
-            ci += ", capped where these runs end: no resample of them gives a ratio beyond it"
-        if lo <= 1 <= hi:
-            ci += ", which includes no difference"
-    return sentence + ("; " if est == 1 else "") + ci
+        if est == 1:
+            return f"{arm} feeds as many {what} as {baseline} (ratio 1.00; {ci}"
+        word = "fewer" if est < 1 else "more"
+        factor = 1 / est if est < 1 else est
+        return f"{arm} feeds {factor:.2f}× {word} {what} than {baseline} (ratio {est:.2f}; {ci}"
+    capped = (
+        ", capped where these runs end: no resample of them gives a ratio beyond it"
+        if _flag(row, "bound_beyond_data")
+        else ""
+    )
+    ratio_ci = f"{conf_text} {_ci_text(lo, hi)}{capped}"
+    if lo <= 1 <= hi:
+        head = f"no difference in {what} shown between {arm} and {baseline} (ratio {_off_one(est, f'{est:.2f}')}; "
+        return head + ratio_ci + ", which includes no difference" + _family_clause(row)
+    if est < 1:
+        fewer = f"{conf_text} {_ci_text(1 / hi, 1 / lo)}× fewer"
+        return (
+            f"{arm} feeds {1 / est:.2f}× fewer {what} than {baseline} ({fewer}; ratio {est:.2f}, {ratio_ci}"
+            + _family_clause(row)
+        )
+    return f"{arm} feeds {est:.2f}× more {what} than {baseline} (ratio {est:.2f}; {ratio_ci}" + _family_clause(row)
 
 
 def _metric_rows(ratios: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -171,16 +207,66 @@ def _treatments(rows: pd.DataFrame, design: Design) -> pd.DataFrame:
     ]
 
 
-def total_sentences(ratios: pd.DataFrame, design: Design, headline: pd.DataFrame | None = None) -> list[str]:
+def total_sentences(
+    ratios: pd.DataFrame, design: Design, headline: pd.DataFrame | None = None, quality: pd.DataFrame | None = None
+) -> list[str]:
     """The headline: one total-token sentence per comparison of treatments (docs/method.md#totals: total is
-    cache-independent); a control's row is not a claim."""
+    cache-independent); a control's row is not a claim. With ``quality`` (analysis/quality.csv) each sentence says
+    whether quality parity was shown, and an arm whose grade is worse beyond the margin gets no efficiency sentence
+    at all (:func:`quality_sentence`, docs/method.md#grading)."""
     rows = _treatments(_metric_rows(ratios, "total_tokens"), design)
     if rows.empty and headline is not None:
         rows = _treatments(_ratios_from_headline(headline, design), design)
-    return [
-        f"{_ratio_phrase(row, 'total tokens')}; {_n_phrase(row)}, {_batch_phrase(row, design)})."
-        for _, row in rows.iterrows()
-    ]
+    out = []
+    for _, row in rows.iterrows():
+        gate = _gate(quality, row["arm"], row["baseline"])
+        if gate is not None and gate["verdict"] == stats.quality.WORSE:
+            out.append(quality_sentence(gate))
+            continue
+        sentence = f"{_ratio_phrase(row, 'total tokens')}; {_n_phrase(row)}, {_batch_phrase(row, design)})."
+        out.append(sentence + (f" {quality_sentence(gate)}" if gate is not None else ""))
+    return out
+
+
+def _gate(quality: pd.DataFrame | None, arm: str, baseline: str) -> pd.Series | None:
+    """The quality.csv row of (arm, baseline), or None (an analysis older than the gate, a control's pair)."""
+    if quality is None or quality.empty or "verdict" not in quality.columns:
+        return None
+    found = quality[(quality["arm"].astype(str) == str(arm)) & (quality["baseline"].astype(str) == str(baseline))]
+    return found.iloc[0] if len(found) else None
+
+
+def quality_sentence(gate: pd.Series) -> str:
+    """What the grades show beside an efficiency claim (``kit.stats.quality_gate``, docs/method.md#grading).
+
+    Quality before economy: the claim stands only with the grade difference's interval against the margin; when the
+    interval does not exclude a loss beyond it, the sentence says parity is not shown (and how many graded runs would
+    show it); an arm worse beyond the margin gets this sentence instead of any efficiency claim.
+    """
+    arm, base, margin = gate["arm"], gate["baseline"], _num(gate["margin"])
+    diff, lo, hi = _num(gate.get("difference")), _num(gate.get("lower")), _num(gate.get("upper"))
+    conf = _num(gate.get("confidence"))
+    grades = f"grade difference {arm} − {base} {diff:+.2f} ({conf:.0%} CI {lo:+.2f} to {hi:+.2f}, Newcombe)"
+    verdict = gate["verdict"]
+    if verdict == stats.quality.NOT_GRADED:
+        return f"The answers were not graded: this batch cannot show that {arm} answers as well as {base}."
+    if verdict == stats.quality.WORSE:
+        return (
+            f"No efficiency headline for {arm} against {base}: its answers are worse beyond the non-inferiority margin "
+            f"{margin:g} ({grades}); fewer tokens for worse answers are not a saving (docs/method.md#grading)."
+        )
+    if verdict == stats.quality.PARITY_SHOWN:
+        return f"Quality parity shown: {grades}, above the non-inferiority margin −{margin:g}."
+    needed = _num(gate.get("runs_for_parity"))
+    more = (
+        f"; about {int(needed)} graded runs per arm would show it if the arms score alike"
+        if not math.isnan(needed)
+        else ""
+    )
+    return (
+        f"Quality parity is not shown: the {grades} does not exclude a loss beyond the non-inferiority margin "
+        f"{margin:g} (`quality_margin`){more}."
+    )
 
 
 def uncached_sentences(ratios: pd.DataFrame, design: Design) -> list[str]:
@@ -310,13 +396,15 @@ def unable_sentences(design: Design) -> list[str]:
     return [f"Cannot do the task: {u.reason}." for u in design.unable] + [NO_HEADLINE]
 
 
-def headline_text(headline: pd.DataFrame, ratios: pd.DataFrame, design: Design) -> str:
+def headline_text(
+    headline: pd.DataFrame, ratios: pd.DataFrame, design: Design, quality: pd.DataFrame | None = None
+) -> str:
     """The honest headline, one line each: total-token sentence(s), then uncached sentence(s) apart; or, when an arm
     could not do the task, that and no headline (:func:`unable_sentences`).
 
     Reused by ``python -m kit batch``; a simulated batch says so on its first line.
     """
-    lines = unable_sentences(design) or total_sentences(ratios, design, headline)
+    lines = unable_sentences(design) or total_sentences(ratios, design, headline, quality)
     if not lines:
         lines = ["no total-token comparison between arms is available."]
     lines += [] if design.unable else uncached_sentences(ratios, design)
@@ -664,6 +752,9 @@ def _ratios_table(ratios: pd.DataFrame, controls: Iterable[str] = ()) -> pd.Data
         small = _num(r.get("small_n")) == 1
         control = str(r["arm"]) in controls or str(r["baseline"]) in controls
         flags = [f for f, on in ((STITCH, str(r.get("label") or "") == STITCH), ("n<5", small)) if on]
+        flags += ["capped at the runs' range: a bound no resample can pass"] if _flag(r, "bound_beyond_data") else []
+        rests = r.get("interval_rests_on")
+        flags += [f"rests on {rests}'s runs"] if isinstance(rests, str) and rests else []
         flags += ["control: contamination, not a treatment"] if control else []
         rows.append(
             {
@@ -678,10 +769,19 @@ def _ratios_table(ratios: pd.DataFrame, controls: Iterable[str] = ()) -> pd.Data
                 if r["metric"] == "uncached_input_tokens"
                 else "",
                 "flags": ", ".join(flags),
+                "family (Holm)": _holm_cell(r),
                 "method": r.get("method", ""),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _holm_cell(row: pd.Series) -> str:
+    """'decisive at 97.5%' / 'not decisive at 97.5%' for a row of a family of several; '' otherwise."""
+    size, level = _num(row.get("family_size")), _num(row.get("family_level"))
+    if math.isnan(size) or size < 2 or math.isnan(level):
+        return ""
+    return f"{'decisive' if _flag(row, 'decisive') else 'not decisive'} at {level * 100:.4g}% (of {int(size)})"
 
 
 def _quality_section(trials: pd.DataFrame, ratios: pd.DataFrame, arms: pd.DataFrame | None) -> list[str]:
@@ -852,12 +952,16 @@ def _figure_lines(batch_dir: Path, figures: dict[str, Path]) -> list[str]:
 # ---------------------------------------------------------------- the report
 
 
-def _headline_lines(headline: pd.DataFrame, ratios: pd.DataFrame, trials: pd.DataFrame, design: Design) -> list[str]:
+def _headline_lines(
+    headline: pd.DataFrame, ratios: pd.DataFrame, trials: pd.DataFrame, design: Design, quality: pd.DataFrame | None
+) -> list[str]:
     """The report's opening: the total-token sentences, the runs they need and the uncached sentences apart; when an
     arm could not do the task, that instead, in its first lines, and no efficiency claim at all."""
     if unable := unable_sentences(design):
         return [f"**{s}**" for s in unable] + [""]
-    totals = total_sentences(ratios, design, headline) or ["No total-token comparison between arms is available."]
+    totals = total_sentences(ratios, design, headline, quality) or [
+        "No total-token comparison between arms is available."
+    ]
     lines = [f"**{s}**" for s in totals] + [""]
     lines += [" ".join(needed), ""] if (needed := _runs_needed_sentences(ratios, trials, design)) else []
     uncached = uncached_sentences(ratios, design)
@@ -875,6 +979,7 @@ def write_report(
     warnings: list[str],
     arms: pd.DataFrame | None = None,
     savings: pd.DataFrame | None = None,
+    quality: pd.DataFrame | None = None,
 ) -> Path:
     """Write ``report.md`` and ``report.html`` into ``batch_dir``; returns the markdown path.
 
@@ -892,7 +997,7 @@ def write_report(
     if design.simulated:
         lines += [SIMULATION_BANNER, ""]
     lines += [f"# Token-cost report: {batch_text}", ""]
-    lines += _headline_lines(headline, ratios, trials, design)
+    lines += _headline_lines(headline, ratios, trials, design, quality)
     all_warnings = _dedupe([*warnings, *derived_warnings(ratios, trials, design)])
     lines += ["## Warnings", ""] + ([f"- {w}" for w in all_warnings] or ["- none"]) + [""]
     lines += ["## Design", "", _design_table(design), "", *_arm_settings_lines(design)]

@@ -45,6 +45,7 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
     "load",
     "matched_runs",
     "observed",
+    "quality",
     "savings",
     "shared_first_prefix",
     "structural_requests",
@@ -52,6 +53,8 @@ __all__ = [  # the stage's surface: what its notebook, the CLI and the other sta
 
 RATIO_METRICS = ["total_tokens", "uncached_input_tokens", "structural_uncached", "cycles", "output_tokens"]
 PRICED = ["cost_usd", "credits", "structural_cost_usd"]
+# The metrics of the family judged together (docs/method.md#family): the ones the report's opening sentences state.
+FAMILY_METRICS = frozenset(stats.HEADLINE_METRICS)
 # Figures that ride the provider cache's warmth: across batches they stay per batch (docs/method.md#warmth).
 CACHE_METRICS = frozenset({"uncached_input_tokens", "cost_usd", "credits"})
 
@@ -211,28 +214,46 @@ def _priced(trials: pd.DataFrame, requests: pd.DataFrame, per_request: pd.DataFr
     return out
 
 
-def compare(trials: pd.DataFrame, pairs: list[tuple[str, str]], metrics_used: list[str], **options) -> pd.DataFrame:
+def compare(
+    trials: pd.DataFrame,
+    pairs: list[tuple[str, str]],
+    metrics_used: list[str],
+    family: list[tuple[str, str]] | None = None,
+    **options,
+) -> pd.DataFrame:
     """``analysis/ratios.csv``: each (arm, baseline) pair on every metric, total and uncached tokens always.
 
     Across several batches a cache-dependent figure (``CACHE_METRICS``) gets one row per batch holding both arms,
     at that batch's own observed warmth (``from_batch`` names it), never one pooled ratio over batches of different
     warmth (docs/method.md#warmth); the cache-independent figures pool every batch that holds both arms
-    (``kit.stats.ratio``: the others are left out, and the row's note says which). ``options`` go to
-    :func:`kit.stats.ratio`.
+    (``kit.stats.ratio``: the others are left out, and the row's note says which). The rows of the ``family`` pairs
+    (the treatments; every pair when None) on the headline metrics are judged together by Holm's step-down
+    (:func:`kit.stats.holm`, docs/method.md#family). ``options`` go to :func:`kit.stats.ratio`.
     """
     batches = sorted(trials["batch"].astype(str).unique())
-    rows = []
+    rows: list[tuple[stats.Comparison, pd.DataFrame]] = []
     for arm, base in pairs:
         for metric in dict.fromkeys([*stats.HEADLINE_METRICS, *metrics_used]):
             if len(batches) < 2 or metric not in CACHE_METRICS:
-                rows.append(stats.ratio(trials, metric, arm, base, **options))
+                rows.append((stats.ratio(trials, metric, arm, base, **options), trials))
                 continue
             for batch in batches:
                 one = trials[trials["batch"].astype(str) == batch]
                 if {arm, base} <= set(one["arm"]):
                     row = stats.ratio(one, metric, arm, base, **options)
-                    rows.append(msgspec.structs.replace(row, from_batch=batch))
-    return pd.DataFrame([msgspec.structs.asdict(r) for r in rows])
+                    rows.append((msgspec.structs.replace(row, from_batch=batch), one))
+    judged = {tuple(p) for p in (pairs if family is None else family)}
+    members = [i for i, (r, _) in enumerate(rows) if (r.arm, r.baseline) in judged and r.metric in FAMILY_METRICS]
+
+    def again(row: stats.Comparison, level: float) -> stats.Comparison:
+        source = next(t for r, t in rows if r is row)
+        return stats.ratio(source, row.metric, row.arm, row.baseline, **{**options, "confidence": level})
+
+    adjusted = stats.holm([rows[i][0] for i in members], again, confidence=options.get("confidence", 0.95))
+    out = [r for r, _ in rows]
+    for i, row in zip(members, adjusted, strict=True):
+        out[i] = row
+    return pd.DataFrame([msgspec.structs.asdict(r) for r in out])
 
 
 def observed(trials: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
@@ -268,6 +289,7 @@ class Options(msgspec.Struct, frozen=True, kw_only=True):
     warmth_levels: int = 21
     window_tokens: int = 200_000
     seed: int = 0
+    quality_margin: float = stats.QUALITY_MARGIN
 
 
 def analyze_batches(
@@ -281,6 +303,7 @@ def analyze_batches(
     warmth_levels: int = 21,
     window_tokens: int = 200_000,
     seed: int = 0,
+    quality_margin: float = stats.QUALITY_MARGIN,
     out_dir: Path | None = None,
 ) -> Analysis:
     """Compute and write ``analysis/*.csv`` (into the first batch unless ``out_dir``), holding that batch's
@@ -293,6 +316,7 @@ def analyze_batches(
         warmth_levels=warmth_levels,
         window_tokens=window_tokens,
         seed=seed,
+        quality_margin=quality_margin,
     )
     with nullcontext() if out_dir is not None else batch_lock(Path(batch_dirs[0])):
         folder = Path(out_dir) if out_dir else BatchDir(Path(batch_dirs[0])).analysis
@@ -369,8 +393,9 @@ def _analyze(
         metrics_used.append("grade")
     pairs = [(a, b) for a, b in choice.pairs]
     ratios = compare(
-        trials, pairs, metrics_used, matched=matched_runs(data.manifests), confidence=options.confidence,
-        n_resamples=options.n_resamples, seed=options.seed, allow_stitch=options.allow_stitch,
+        trials, pairs, metrics_used, choice.treatments, matched=matched_runs(data.manifests),
+        confidence=options.confidence, n_resamples=options.n_resamples, seed=options.seed,
+        allow_stitch=options.allow_stitch,
     )  # fmt: skip
     ratios["simulated"] = design.simulated
     per_trial_occupancy = occupancy.measure(
@@ -388,6 +413,7 @@ def _analyze(
         "headline": metrics.headline(trials, choice.baseline, ratios, confidence=options.confidence, seed=options.seed),
         "savings": _savings(trials, choice.treatments, options),
         "warmth_invariance": invariance,
+        "quality": quality(trials, choice.treatments, margin=options.quality_margin, confidence=options.confidence),
     }
     warnings = _warnings(design) + trials.attrs.get("pricing_warnings", [])
     warnings += occupancy_block.warnings(per_trial_occupancy)
@@ -445,7 +471,7 @@ def _occupancy_tables(per_trial: pd.DataFrame, baseline: str, options: Options) 
 
 
 _TABLES: tuple[str, ...] = ("trials", "ratios", "arms", "headline", "warmth", "observed", "occupancy")
-_TABLES += ("occupancy_trials", "occupancy_comparison", "warmth_invariance", "savings")
+_TABLES += ("occupancy_trials", "occupancy_comparison", "warmth_invariance", "savings", "quality")
 
 
 def _write(tables: dict[str, pd.DataFrame], design: Design, warnings: list[str], folder: Path) -> None:
@@ -488,6 +514,14 @@ def _savings(trials: pd.DataFrame, pairs: list[tuple[str, str]], options: Option
             )
         )
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def quality(trials: pd.DataFrame, pairs: list[tuple[str, str]], *, margin: float, confidence: float) -> pd.DataFrame:
+    """``analysis/quality.csv``: each treatment's grade against its baseline's, the non-inferiority gate the headline
+    states beside the efficiency claim (``kit.stats.quality_gate``, docs/method.md#grading)."""
+    rows = [stats.quality_gate(trials, a, b, margin=margin, confidence=confidence) for a, b in pairs]
+    columns = list(stats.QualityGate.__struct_fields__)
+    return pd.DataFrame([msgspec.structs.asdict(r) for r in rows], columns=columns)
 
 
 def _warmth_invariance(trials: pd.DataFrame, pairs: list[tuple[str, str]], confidence: float) -> pd.DataFrame:

@@ -175,11 +175,12 @@ def _publish(batch_dir: Path) -> Published:
         warnings=d.warnings,
         arms=d.arms,
         savings=d.savings,
+        quality=d.quality,
     )
     return Published(
         report=batch_dir / path.name,
         figures={name: BatchDir(batch_dir).figures / png.name for name, png in saved.items()},
-        headline=report.headline_text(d.headline, d.ratios, design),
+        headline=report.headline_text(d.headline, d.ratios, design, d.quality),
     )
 
 
@@ -208,4 +209,4 @@ def headline_for(batch_dir: Path) -> str:
     """The headline text and table of an analysed batch (what ``python -m kit batch`` prints)."""
     bd = BatchDir(Path(batch_dir))
     d = bd.read_analysis()
-    return report.headline_text(d.headline, d.ratios, d.design) + "\n\n" + d.headline.to_string(index=False)
+    return report.headline_text(d.headline, d.ratios, d.design, d.quality) + "\n\n" + d.headline.to_string(index=False)

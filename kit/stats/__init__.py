@@ -28,7 +28,9 @@ run stage's stop rule.
 The package, floor by floor (each module imports only those before it): ``records`` (what the functions
 return, the required columns, :func:`finished`), ``intervals`` (the interval methods), ``compare``
 (:func:`ratio`, :func:`ratios`, :func:`per_prompt_savings`), ``warmth`` (:func:`warmth_invariance`) and
-``planning`` (:func:`plan`, :func:`should_continue`). Import from ``kit.stats``: these names are its surface.
+``planning`` (:func:`plan`, :func:`should_continue`), ``quality`` (:func:`quality_gate`, the non-inferiority test of
+the grade, docs/method.md#grading) and ``family`` (:func:`holm`, the decisive comparisons judged together,
+docs/method.md#family). Import from ``kit.stats``: these names are its surface.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from kit.stats.compare import (
     ratio,
     ratios,
 )
+from kit.stats.family import holm
 from kit.stats.intervals import (
     ANALYTIC_METHODS,
     DEFAULT_METHOD,
@@ -76,10 +79,12 @@ from kit.stats.planning import (
     plan_for_params,
     should_continue,
 )
+from kit.stats.quality import QUALITY_MARGIN, quality_gate
 from kit.stats.records import (
     Comparison,
     Interval,
     Plan,
+    QualityGate,
     Savings,
     StitchError,
     StopDecision,
@@ -108,6 +113,7 @@ __all__ = [
     "ONE_ARM_NOTE",
     "ONE_ARM_RUNS",
     "ONE_ARM_SHARE",
+    "QUALITY_MARGIN",
     "SCIPY_METHODS",
     "SE_FLOOR",
     "SKEW_SHRINK",
@@ -118,6 +124,7 @@ __all__ = [
     "Comparison",
     "Interval",
     "Plan",
+    "QualityGate",
     "Savings",
     "ScipyMethod",
     "Statistic",
@@ -129,6 +136,7 @@ __all__ = [
     "data_range",
     "finished",
     "hit_rate",
+    "holm",
     "interval",
     "look_confidence",
     "mean_bounds",
@@ -137,6 +145,7 @@ __all__ = [
     "per_prompt_savings",
     "plan",
     "plan_for_params",
+    "quality_gate",
     "ratio",
     "ratios",
     "require_columns",

@@ -93,6 +93,22 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     hit_rate_baseline: Annotated[float, _doc("observed cache hit rate of the baseline's trials", "fraction 0–1")]
     simulated: Annotated[bool, _doc("any compared trial ran on the embedded provider", "boolean")]
     note: Annotated[str, _NOTE]
+    family_size: Annotated[
+        int,
+        _doc(
+            "comparisons in the family this row was judged in (every treatment against its baseline on total and "
+            "uncached tokens, docs/method.md#family); 0 outside it",
+            "count",
+        ),
+    ] = 0
+    family_level: Annotated[
+        float, _doc("level of the Holm step-down interval the row was last judged at", "fraction 0–1")
+    ] = math.nan
+    family_lower: Annotated[float, _doc("lower bound of the interval at `family_level`", "as the estimate")] = math.nan
+    family_upper: Annotated[float, _doc("upper bound of the interval at `family_level`", "as the estimate")] = math.nan
+    decisive: Annotated[
+        bool, _doc("the family's Holm procedure tells this row from no difference (at `family_level`)", "boolean")
+    ] = False
 
 
 class Interval(msgspec.Struct, frozen=True, kw_only=True):
@@ -154,6 +170,41 @@ class WarmthInvariance(msgspec.Struct, frozen=True, kw_only=True, eq=False):  # 
     claim_ok: Annotated[bool, _doc("≥ 3 batches and a control: a cache-dependent claim may be made", "boolean")]
     reason: Annotated[str, _doc("why a claim may not be made", "text")]
     verdict: Annotated[str, _doc("the sentence the report prints", "text")]
+
+
+class QualityGate(msgspec.Struct, frozen=True, kw_only=True):
+    """Is the arm shown to answer as well as the baseline (:func:`quality_gate`)? One ``analysis/quality.csv`` row."""
+
+    arm: Annotated[str, ARM]
+    baseline: Annotated[str, _BASELINE]
+    n_arm: Annotated[int, _doc("finished trials of the arm with a grade", "count")]
+    n_baseline: Annotated[int, _doc("finished trials of the baseline with a grade", "count")]
+    mean_arm: Annotated[float, _doc("the arm's mean grade", "score 0–1")]
+    mean_baseline: Annotated[float, _doc("the baseline's mean grade", "score 0–1")]
+    difference: Annotated[float, _doc("mean grade of the arm − of the baseline", "score difference")]
+    lower: Annotated[float, _doc("lower bound of the difference's interval (Newcombe)", "score difference")]
+    upper: Annotated[float, _doc("upper bound of the difference's interval (Newcombe)", "score difference")]
+    confidence: Annotated[float, _CONFIDENCE]
+    margin: Annotated[
+        float, _doc("the non-inferiority margin: the loss of grade that still counts as parity", "score difference")
+    ]
+    verdict: Annotated[
+        str,
+        _doc(
+            "`parity shown` (lower > −margin), `worse beyond margin` (upper < −margin), `parity not shown`, "
+            "`not graded`",
+            "text",
+        ),
+    ]
+    runs_for_parity: Annotated[
+        int | None,
+        _doc(
+            "graded runs per arm that would show parity if both arms scored the pooled mean; parity not shown only",
+            "count",
+        ),
+    ]
+    method: Annotated[str, _METHOD]
+    note: Annotated[str, _NOTE]
 
 
 def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:

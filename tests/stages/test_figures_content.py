@@ -118,7 +118,8 @@ def test_forest_runs_the_way_the_headline_reads(batch_read):
     total = ratios[ratios["metric"] == "total_tokens"].iloc[0]
     headline = report.total_sentences(ratios, design)[0]
     assert headline.startswith(f"batching feeds {1 / total['estimate']:.2f}× fewer total tokens than placebo")
-    assert f"(ratio {total['estimate']:.2f}; 95% CI " in headline  # the plain ratio beside the wording
+    factor_ci = f"95% CI {1 / total['upper']:.2f}–{1 / total['lower']:.2f}× fewer"
+    assert f"({factor_ci}; ratio {total['estimate']:.2f}, 95% CI {total['lower']:.2f}–" in headline  # each in its units
     fig = charts.ratio_forest(ratios, design)
     ax = fig.axes[0]
     point = next(line for line in ax.lines if line.get_marker() == "o")  # the first row: total tokens

@@ -231,15 +231,18 @@ def test_headline_direction_and_numbers():
     fewer = report.total_sentences(report_ratios(), DESIGN)
     assert fewer == [
         "batching feeds 1.43× fewer total tokens than placebo "
-        "(ratio 0.70; 95% CI 1.30–1.56; n = 5 runs per arm, one interleaved batch)."
-    ]
+        "(95% CI 1.30–1.56× fewer; ratio 0.70, 95% CI 0.64–0.77; n = 5 runs per arm, one interleaved batch)."
+    ]  # one direction per unit: the factor with its interval, the ratio with its own (issue #30 item 7)
     more = pd.DataFrame([ratio_row("total_tokens", 1.42, 1.30, 1.55, n_arm=5, n_baseline=4, batches=3)])
     assert report.total_sentences(more, DESIGN) == [
         "batching feeds 1.42× more total tokens than placebo "
         "(ratio 1.42; 95% CI 1.30–1.55; n = 5 (batching) and 4 (placebo) runs, 3 interleaved batches)."
     ]
     straddles = pd.DataFrame([ratio_row("total_tokens", 0.95, 0.85, 1.07)])
-    assert "which includes no difference" in report.total_sentences(straddles, DESIGN)[0]
+    assert report.total_sentences(straddles, DESIGN)[0].startswith(
+        "no difference in total tokens shown between batching and placebo (ratio 0.95; 95% CI 0.85–1.07, which "
+        "includes no difference;"
+    )
     stitched = pd.DataFrame([ratio_row("total_tokens", 0.7, 0.6, 0.8, label="cross-run stitch", batches=2)])
     assert "cross-run stitch of 2 batches, not one interleaved batch" in report.total_sentences(stitched, DESIGN)[0]
 
@@ -261,7 +264,7 @@ def test_headline_falls_back_to_headline_table():
     text = report.headline_text(
         report_headline(), report_ratios().iloc[0:0], msgspec.structs.replace(DESIGN, simulated=False)
     )
-    assert text.startswith("batching feeds 1.43× fewer total tokens than placebo (ratio 0.70; 95% CI 1.30–1.56;")
+    assert text.startswith("batching feeds 1.43× fewer total tokens than placebo (95% CI 1.30–1.56× fewer; ratio 0.70")
     assert "n = 5 (batching) and 4 (placebo) runs" in text
 
 
@@ -283,7 +286,7 @@ def test_report_content_and_files(batch_dir):
     )  # fmt: skip
     md = md_path.read_text()
     assert md.splitlines()[0] == report.SIMULATION_BANNER
-    assert "**batching feeds 1.43× fewer total tokens than placebo (ratio 0.70; 95% CI 1.30–1.56;" in md
+    assert "**batching feeds 1.43× fewer total tokens than placebo (95% CI 1.30–1.56× fewer; ratio 0.70, 95% CI" in md
     assert "\nuncached tokens: batching feeds 1.20× fewer" in md  # its own paragraph
     for needle in (
         "given: quote with care",

@@ -206,7 +206,7 @@ def _write(folder, design: Design, warnings: list[str] | None = None) -> str:
         (1.5, 1.0041, 2.0, "95% CI 1.004–2.00", False),  # issue #30 item 7: both printed "1.00"
         (1.5, 0.9976, 2.0, "95% CI 0.998–2.00", True),
         (0.7, 0.5, 0.9976, "95% CI 1.002–2.00", False),  # fewer: bounds invert (1 / 0.9976 = 1.0024)
-        (0.7, 0.5, 1.0041, "95% CI 0.996–2.00", True),
+        (0.7, 0.5, 1.0041, "ratio 0.70; 95% CI 0.50–1.004", True),  # a null result stays in the ratio's units
         (1.5, 1.3, 2.0, "95% CI 1.30–2.00", False),  # away from 1: two decimals as before
     ],
 )
