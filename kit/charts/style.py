@@ -163,6 +163,11 @@ def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None
         raise InputError(f"{what}: missing columns {missing} (docs/tables.md); got {list(df.columns)}")
 
 
+def truthy(value: object) -> bool:
+    """A boolean cell as a CSV gives it back: True, "True", 1 or "1.0" are true; NaN, None, empty and False are not."""
+    return str(value).strip().lower() in ("true", "1", "1.0")
+
+
 def data_n(df: pd.DataFrame) -> dict[str, int]:
     """Rows per arm of what a figure draws: its n, which wins over the design's runs per arm."""
     return {str(arm): len(g) for arm, g in df.groupby("arm", sort=True)}

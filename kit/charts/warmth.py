@@ -6,6 +6,8 @@ so uncached tokens are drawn only here or beside their observed hit rates, never
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -18,6 +20,8 @@ from kit.records import Design
 # The sweep's total_ratio is mean input tokens a / b: what the uncached ratio equals with no cache read.
 INPUT_LABEL = "input-token ratio = the cold end"
 TOTAL_LABEL = "total-token ratio, observed"
+# A replayed pair whose hit rates span less than this (half a point) has no warmth range: it is drawn as one point.
+FLAT_WARMTH = 0.005
 
 
 def _pair_text(pairs: list[tuple[str, str]]) -> str:
@@ -43,20 +47,24 @@ def warmth_vs_ratio(
         design,
         *(frame[c] for frame in (warmth, observed) for c in ("arm_a", "arm_b") if c in frame.columns),
     )
-    notes = ["x = mean of the two arms' cache hit rates; band = bootstrap CI of the replayed ratio"]
+    notes = ["x = mean of the two arms' cache hit rates"]
     xs: list[float] = []
     pairs: list[tuple[str, str]] = []
-    if warmth.empty:
-        notes.append("no warmth sweep in this analysis")
-    else:
-        pairs = _replayed_curves(ax, warmth, arm_colors(arms), xs, notes)
+    drawn = Drawn()
+    if not warmth.empty:
+        pairs = _replayed_curves(ax, warmth, arm_colors(arms), xs, notes, drawn)
     if not observed.empty:
         named = _observed_batches(ax, observed, xs)
         pairs = pairs or named
+    intervals = ["band"] * bool(drawn.band) + ["bar on a replayed point"] * bool(drawn.points)
+    if intervals:
+        notes[0] += f"; {' and '.join(intervals)} = bootstrap CI of the replayed ratio"
+    why = _why_no_curve(warmth, drawn)
+    if why:
+        ax.text(0.5, 0.5, f"no warmth curve: {why}", transform=ax.transAxes, ha="center", va="center", fontsize=10,
+                color="#666666", wrap=True)  # fmt: skip
     finite = [v for v in xs if np.isfinite(v)]
     reach = max(finite, default=1.0)
-    if finite and reach == 0:
-        notes.append("no cache hit at any replayed warmth: the curve is one point")
     ax.set_xlim(0, max(reach * 1.08, 0.05))
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_xlabel("cache hit rate (warmth)")
@@ -68,11 +76,37 @@ def warmth_vs_ratio(
     return finish(fig, f"Uncached-token ratio {pair} vs cache warmth", design, n=n, notes=notes)
 
 
+@dataclass
+class Drawn:
+    """What :func:`_replayed_curves` drew: how many curves with a band, and the hit rate of each pair drawn as a
+    single point (a pair without a warmth range)."""
+
+    band: int = 0
+    points: list[float] = field(default_factory=list)
+
+
+def _why_no_curve(warmth: pd.DataFrame, drawn: Drawn) -> str:
+    """Why the figure holds no replayed curve, said inside the axis; empty when some curve is drawn."""
+    if drawn.band:
+        return ""
+    if warmth.empty:
+        return "this analysis has no warmth sweep"
+    rate = max(drawn.points, default=0.0)
+    if rate == 0:
+        return "no cache hit at any replayed warmth, so the replayed ratio is one point"
+    return f"every replayed warmth gives the same {rate:.0%} hit rate, so the replayed ratio is one point"
+
+
 def _replayed_curves(
-    ax: Axes, warmth: pd.DataFrame, colors: dict, xs: list[float], notes: list[str]
+    ax: Axes, warmth: pd.DataFrame, colors: dict, xs: list[float], notes: list[str], drawn: Drawn
 ) -> list[tuple[str, str]]:
     """Each arm pair's replayed curve with its band and its cold end (the input-token ratio); the pairs drawn.
-    Appends the curves' hit rates to ``xs`` and, where full survival stops short of 100 %, a note."""
+
+    A pair whose replayed hit rates do not move (no cache hit at any survival, say) has no curve to draw: it is
+    one point with its interval as a bar, and ``drawn`` records which it was, so that the legend and the notes
+    name only what is on the axis. Appends the hit rates to ``xs`` and, where full survival stops short of
+    100 %, a note.
+    """
     # docs/tables.md names the band lower/upper; kit.analysis.cachemodel.warmth_sweep writes ratio_lower/ratio_upper.
     warmth = warmth.rename(columns={"ratio_lower": "lower", "ratio_upper": "upper"})
     require_columns(warmth, ["hit_rate_a", "hit_rate_b", "ratio", "lower", "upper", "total_ratio"], "warmth")
@@ -84,10 +118,14 @@ def _replayed_curves(
         color = colors.get(str(arm_a), ARM_PALETTE[0])
         x = curve["x"].to_numpy(float)
         xs += list(x)
-        ax.fill_between(
-            x, curve["lower"].to_numpy(float), curve["upper"].to_numpy(float), color=color, alpha=0.25, lw=0
-        )
-        ax.plot(x, curve["ratio"].to_numpy(float), color=color, lw=2, label=f"replayed {arm_a} / {arm_b}")
+        ratio, lower, upper = (curve[c].to_numpy(float) for c in ("ratio", "lower", "upper"))
+        if np.nanmax(x) - np.nanmin(x) < FLAT_WARMTH:
+            _replayed_point(ax, float(np.nanmedian(x)), ratio, lower, upper, color, f"{arm_a} / {arm_b}")
+            drawn.points.append(float(np.nanmedian(x)))
+        else:
+            ax.fill_between(x, lower, upper, color=color, alpha=0.25, lw=0)
+            ax.plot(x, ratio, color=color, lw=2, label=f"replayed {arm_a} / {arm_b}")
+            drawn.band += 1
         cold = float(np.nanmedian(curve["total_ratio"].to_numpy(float)))
         ax.axhline(cold, color=REFERENCE_COLOR, ls="--", lw=1.2, label=f"{INPUT_LABEL} ({cold:.2f})")
         if len(x) and 0 < np.nanmax(x) < 0.995:
@@ -96,6 +134,18 @@ def _replayed_curves(
                 "what each request appends is not yet cached"
             )
     return pairs
+
+
+def _replayed_point(
+    ax: Axes, x: float, ratio: np.ndarray, lower: np.ndarray, upper: np.ndarray, color: str, pair: str
+) -> None:
+    """A replayed pair without a warmth range: its ratio at its one hit rate, the bootstrap interval as a bar."""
+    y, lo, hi = (float(np.nanmedian(v)) for v in (ratio, lower, upper))
+    yerr = [[max(y - lo, 0)], [max(hi - y, 0)]] if np.isfinite(lo) and np.isfinite(hi) else None
+    bars = ax.errorbar([x], [y], yerr=yerr, fmt="s", color=color, ms=13, mfc="none", mew=2, capsize=5, zorder=5,
+                       label=f"replayed {pair}: one point (no warmth range)")  # fmt: skip  # hollow: rings a diamond
+    for artist in (bars.lines[0], *bars.lines[1], *bars.lines[2]):
+        artist.set_clip_on(False)  # at a 0 % hit rate the point sits on the axis's edge
 
 
 def _observed_batches(ax: Axes, observed: pd.DataFrame, xs: list[float]) -> list[tuple[str, str]]:
@@ -109,7 +159,7 @@ def _observed_batches(ax: Axes, observed: pd.DataFrame, xs: list[float]) -> list
         total = float(np.nanmedian(observed["total_ratio"].to_numpy(float)))
         several = f", median of {observed['total_ratio'].notna().sum()} batches" if len(observed) > 1 else ""
         ax.axhline(total, color=REFERENCE_COLOR, ls=":", lw=1.6, label=f"{TOTAL_LABEL}{several} ({total:.2f})")
-    ax.scatter(x, y, marker="D", s=46, color="black", zorder=4, label="observed batches")
+    ax.scatter(x, y, marker="D", s=46, color="black", zorder=4, label="observed batches", clip_on=False)
     for xi, yi, batch in zip(x, y, observed["batch"].astype(str), strict=True):
         ax.annotate(batch, (xi, yi), xytext=(5, 5), textcoords="offset points", fontsize=8)
     if not {"arm_a", "arm_b"} <= set(observed.columns):
