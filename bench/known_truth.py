@@ -60,6 +60,7 @@ from kit.provider.log import RequestLog
 from kit.provider.policy import Conversation, Reply
 from kit.provider.server import ProviderApp
 from kit.stages.run import EMBEDDED_KEY
+from kit.stats.coverage import SPREAD_RATIO, spread_ratio
 from kit.tasks import tooluse
 from kit.tasks.batch_read import BatchReadPack, BatchReadPolicy
 
@@ -468,13 +469,23 @@ def grid_report(scores: pd.DataFrame, reps: int) -> list[str]:
         "below shows why: a tenth of its batches hold no placebo run above the placebo's mean); *matched "
         "questions* shows what pairing buys when the design really matches runs.",
         "",
-        "| method | cells in band | worst coverage | best coverage | median width (geometric mean) | qualifies |",
-        "|---|---:|---:|---:|---:|---|",
+        "The cells of arms of different shape, at the end of the table below (true ratio "
+        f"{UNLIKE_RATIO:g}): *tight vs noisy* (arm lognormal CV 0.2, baseline CV 1.0), *noisy vs tight* (the "
+        "reverse), *constant vs heavy tails* and *constant vs bimodal* (arm lognormal CV 0.2), with *batch-read "
+        "arms*. A candidate in band in those too (n >= 5) would be the default outright; none is (the last two "
+        "columns), not even at 20 runs: the ratio inherits the noisy arm's skew with nothing in the other arm to "
+        "offset it, and a heavy-tailed arm's mean is not covered 93% from 20 runs by any per-arm method either "
+        "(*Per-arm intervals*). So the kit flags such batches and prints what the study measured for them "
+        "(*Arms of different shape* below).",
+        "",
+        "| method | cells in band | worst coverage | best coverage | median width (geometric mean) | qualifies | "
+        "arms of different shape: cells in band | worst there |",
+        "|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in choice.itertuples():
         lines.append(
             f"| {r.method} | {r.in_band}/{r.cells} | {r.worst:.3f} | {r.best:.3f} | {r.width:.2f} | "
-            f"{'yes' if r.qualifies else 'no'} |"
+            f"{'yes' if r.qualifies else 'no'} | {r.unlike_in_band:.0f}/{r.unlike_cells:.0f} | {r.unlike_worst:.3f} |"
         )
     methods = list(GRID_METHODS)
     lines += [
@@ -561,6 +572,16 @@ GRID_DATA = ("lognormal CV 0.2", "lognormal CV 0.5", "lognormal CV 1.0", "bimoda
 GRID_N = (3, 5, 10, 20)
 GRID_RATIOS = (1.0, 1.3, 3.0)
 PACK_CELL, MATCHED_CELL = "batch-read arms", "matched questions"
+# Cells whose two arms have different shapes (arm, baseline), at true ratio UNLIKE_RATIO: after the cells above
+# in the grid, so those keep their seeds. With PACK_CELL they are the study's arms of different shape.
+UNLIKE_ARMS = {
+    "tight vs noisy": ("lognormal CV 0.2", "lognormal CV 1.0"),
+    "noisy vs tight": ("lognormal CV 1.0", "lognormal CV 0.2"),
+    "constant vs heavy tails": ("lognormal CV 0.2", "heavy tails"),
+    "constant vs bimodal": ("lognormal CV 0.2", "bimodal"),
+}
+UNLIKE_RATIO = 1.3
+UNLIKE_DATA = (*UNLIKE_ARMS, PACK_CELL)
 GRID_REPLICATIONS = 2_000
 GRID_RESAMPLES = 1_000  # per bootstrap-t interval in the grid (the analyze stage uses 10,000)
 # Mean tokens of each path (k single reads, then one batched read) from this study's committed truth table;
@@ -615,6 +636,9 @@ def draw_cell(data: str, n: int, ratio: float, reps: int, rng: np.random.Generat
             question * draw("lognormal CV 0.2", (reps, n), rng),
             ratio,
         )
+    if data in UNLIKE_ARMS:
+        arm, baseline = UNLIKE_ARMS[data]
+        return ratio * draw(arm, (reps, n), rng), draw(baseline, (reps, n), rng), ratio
     return ratio * draw(data, (reps, n), rng), draw(data, (reps, n), rng), ratio
 
 
@@ -654,7 +678,8 @@ PAIRED_BY_RUN = {m for m in GRID_METHODS if "paired" in m}
 def grid_cells() -> list[tuple[str, int, float]]:
     cells = [(d, n, r) for d in GRID_DATA for n in GRID_N for r in GRID_RATIOS]
     cells += [(PACK_CELL, n, path_mean(ARM) / path_mean(BASELINE)) for n in GRID_N]
-    return cells + [(MATCHED_CELL, n, 1.3) for n in GRID_N]
+    cells += [(MATCHED_CELL, n, 1.3) for n in GRID_N]
+    return cells + [(d, n, UNLIKE_RATIO) for d in UNLIKE_ARMS for n in GRID_N]
 
 
 def score_cell(data: str, n: int, ratio: float, reps: int, seed: int) -> list[dict]:
@@ -691,11 +716,12 @@ def choose_default(scores: pd.DataFrame, band: tuple[float, float] = BAND) -> pd
     """Per method (pairing by run aside): cells with >= 5 runs in band, worst coverage, typical width.
 
     The rule (the issue's): in band in every cell of the issue's grid (``GRID_DATA``) with n >= 5, then
-    the smallest geometric-mean median width; the first row is the choice. The kit's own pack cells are
-    reported beside it, not part of the rule (see the report for why).
+    the smallest geometric-mean median width; the first row is the choice. The cells whose arms differ in
+    shape (``UNLIKE_DATA``) are counted beside it (``unlike_in_band``, ``unlike_worst``): a method in band
+    there too would be the default outright; none is, so ``kit.stats.ratio`` flags such batches instead.
     """
-    cells = scores[(scores["n"] >= stats.MIN_RUNS) & scores["data"].isin(GRID_DATA)]
-    cells = cells[~cells["method"].isin(PAIRED_BY_RUN)]
+    scored = scores[(scores["n"] >= stats.MIN_RUNS) & ~scores["method"].isin(PAIRED_BY_RUN)]
+    cells = scored[scored["data"].isin(GRID_DATA)]
     out = cells.groupby("method").agg(
         cells=("coverage", "size"),
         in_band=("coverage", lambda c: int(c.between(*band).sum())),
@@ -704,6 +730,10 @@ def choose_default(scores: pd.DataFrame, band: tuple[float, float] = BAND) -> pd
         width=("median_width", lambda w: float(np.exp(np.log(w).mean()))),
     )
     out["qualifies"] = out["in_band"] == out["cells"]
+    unlike = scored[scored["data"].isin(UNLIKE_DATA)].groupby("method")["coverage"]
+    out["unlike_cells"] = unlike.size()
+    out["unlike_in_band"] = unlike.agg(lambda c: int(c.between(*band).sum()))
+    out["unlike_worst"] = unlike.min()
     return out.sort_values(["qualifies", "width"], ascending=[False, True]).reset_index()
 
 
@@ -731,32 +761,58 @@ def arm_coverage(reps: int, seed: int = 7) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- what few runs cannot see
 
-ONE_ARM_DATA = (*GRID_DATA, PACK_CELL)
+SHAPE_DATA = (*GRID_DATA, PACK_CELL, *UNLIKE_ARMS)  # the grid's shapes first: their rows keep their seeds
 UNSEEN_DATA = ("bimodal", "heavy tails", "batch-read mixture")
 
 
-def one_arm_check(reps: int, seed: int = 300) -> pd.DataFrame:
-    """The test behind ``kit.stats.ratio``'s ``interval_rests_on`` flag: how often one arm holds the interval, and
-    the default's coverage when it does and when it does not (grid cells at true ratio 1.3, and the pack's
-    arms), at 5, 10 and 20 runs."""
+def shape_check(reps: int, seed: int = 300) -> pd.DataFrame:
+    """The test behind ``kit.stats.ratio``'s flag (``interval_rests_on``): how often the arms' runs differ in
+    spread (``kit.stats.coverage.spread_ratio`` >= ``SPREAD_RATIO``), and the default's coverage when they do and
+    when they do not, in every cell of one shape (true ratio 1.3) and of different shapes, at 5, 10 and 20 runs.
+    The old flag (one arm holding >= 90% of the log ratio's jackknife variance) is scored beside it."""
     rows = []
-    for i, (data, n) in enumerate(itertools.product(ONE_ARM_DATA, GRID_N[1:])):
+    for i, (data, n) in enumerate(itertools.product(SHAPE_DATA, GRID_N[1:])):
         rng = np.random.default_rng(seed + i)
         a, b, truth_ = draw_cell(data, n, 1.3, reps, rng)
         lo, hi = _method(stats.DEFAULT_METHOD)(a, b, rng)
         covered = (lo <= truth_) & (truth_ <= hi)
-        share, _ = stats.one_arm_share(a, b)
-        flagged = share >= stats.ONE_ARM_SHARE  # at every n: the 20-run rows show why the kit stops flagging there
+        flagged = spread_ratio(a, b)[0] >= SPREAD_RATIO
+        with np.errstate(divide="ignore", invalid="ignore"):
+            va, vb = stats.intervals.jackknife_var(a, np.log), stats.intervals.jackknife_var(b, np.log)
+            old = np.maximum(va, vb) / (va + vb) >= 0.9
         rows.append(
             {
                 "data": data,
+                "arms": "different shapes" if data in UNLIKE_DATA else "one shape",
                 "n": n,
                 "flagged": float(flagged.mean()),
                 "coverage": float(covered.mean()),
-                "coverage flagged": float(covered[flagged].mean()) if flagged.any() else float("nan"),
-                "coverage unflagged": float(covered[~flagged].mean()) if (~flagged).any() else float("nan"),
+                "coverage flagged": _share(covered, flagged),
+                "coverage unflagged": _share(covered, ~flagged),
+                "old flagged": float(old.mean()),
+                "old coverage flagged": _share(covered, old),
+                "old coverage unflagged": _share(covered, ~old),
             }
         )
+    return pd.DataFrame(rows)
+
+
+def _share(covered: np.ndarray, where: np.ndarray) -> float:
+    return float(covered[where].mean()) if where.any() else float("nan")
+
+
+def shape_coverage(checks: pd.DataFrame) -> pd.DataFrame:
+    """``kit.stats.coverage.STUDY_COVERAGE`` as measured: per n, the flagged batches of the cells of different
+    shapes and the unflagged ones of the cells of one shape, pooled (every cell holds as many batches), with the
+    lowest and highest cell."""
+    rows = []
+    for n, at in checks.groupby("n"):
+        for differ in (True, False):
+            cells = at[at["arms"] == ("different shapes" if differ else "one shape")]
+            share = cells["flagged"] if differ else 1 - cells["flagged"]
+            cov = cells["coverage flagged" if differ else "coverage unflagged"]
+            pooled = float((share * cov).sum() / share.sum())
+            rows.append({"runs": n, "differ": differ, "coverage": pooled, "lowest": cov.min(), "highest": cov.max()})
     return pd.DataFrame(rows)
 
 
@@ -794,8 +850,9 @@ def unseen_check(reps: int, seed: int = 400) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def few_runs_report(one_arm: pd.DataFrame, unseen: pd.DataFrame, reps: int) -> list[str]:
-    """What five runs cannot see: the ceiling a missed tail puts on any interval, and the flag that says so."""
+def few_runs_report(shapes: pd.DataFrame, unseen: pd.DataFrame, reps: int) -> list[str]:
+    """What five runs cannot see (the ceiling a missed tail puts on any interval), then arms of different shape
+    (the flag that says so, and the coverage it quotes)."""
 
     def pct(v: float) -> str:
         return "—" if not np.isfinite(v) else f"{v:.3f}"
@@ -815,19 +872,54 @@ def few_runs_report(one_arm: pd.DataFrame, unseen: pd.DataFrame, reps: int) -> l
     ]
     for r in unseen.itertuples(index=False):
         lines.append(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.3f} | {pct(r[4])} | {pct(r[5])} | {pct(r[6])} |")
+    return [*lines, "", *_shape_report(shapes, reps)]
+
+
+def _shape_report(shapes: pd.DataFrame, reps: int) -> list[str]:
+    """Arms of different shape: the flag, cell by cell, and the coverage ``kit.stats.coverage`` quotes."""
+
+    def pct(v: float) -> str:
+        return "—" if not np.isfinite(v) else f"{v:.3f}"
+
+    lines = [
+        "## Arms of different shape",
+        "",
+        "No interval holds 93–97% when the two arms' runs have different shapes (*Interval methods on the grid*): "
+        "the misses are batches whose noisy arm drew few of its long runs, so that arm's mean and spread both "
+        "look small, and they overstate the ratio of the tight arm to the noisy one (or understate the reverse). "
+        "What a batch shows of this is the spread of each arm's runs. `kit.stats.ratio` flags a one-batch ratio "
+        f"whose arms' sample CVs differ {SPREAD_RATIO:g}x or more (`interval_rests_on` names the noisier arm, "
+        "`cv_ratio` gives the ratio) at every number of runs, and prints beside the interval (`study_coverage`) "
+        "the coverage measured here for batches like it. Per cell at 5, 10 and 20 runs per arm "
+        f"({reps:,} batches each; the cells of one shape at true ratio 1.3, the pack's arms at their own): the share "
+        "flagged and the default's coverage in the flagged and the unflagged batches; then the old flag, one arm "
+        "holding >= 90% of the log ratio's jackknife variance (a CV ratio near 3), which flagged the batches of "
+        "different shapes that covered well and left the failing ones unflagged.",
+        "",
+        "| data | arms | n | flagged | coverage flagged | coverage unflagged | coverage | old flag: flagged | "
+        "coverage flagged | coverage unflagged |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in shapes.itertuples(index=False):
+        lines.append(
+            f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.3f} | {pct(r[5])} | {pct(r[6])} | {r[4]:.3f} | {r[7]:.3f} | "
+            f"{pct(r[8])} | {pct(r[9])} |"
+        )
     lines += [
         "",
-        f"The flag `kit.stats.ratio` sets (`interval_rests_on`, with a note): one arm holds >= "
-        f"{stats.ONE_ARM_SHARE:.0%} of the log ratio's jackknife variance, so the interval is that arm's mean "
-        "interval and nothing in the other arm offsets a tail it missed. *flagged* is the share of samples where "
-        "that holds, with the default's coverage in them and in the rest (true ratio 1.3; the pack's arms at their "
-        f"own). The kit flags below {stats.ONE_ARM_RUNS} runs per arm only: from there such intervals held the band.",
+        "The coverage `kit.stats.coverage.STUDY_COVERAGE` holds and a ratio prints as `study_coverage`: flagged "
+        "batches of the cells of different shapes, unflagged batches of the cells of one shape, pooled, with the "
+        "lowest and highest cell; a row stands for its runs per arm up to the next row's. Arms of different shape "
+        "whose runs happen to look alike (unflagged batches of those cells, above) cover far less, and no batch "
+        "statistic tells them from arms of one shape: the scope docs/method.md#intervals states.",
         "",
-        "| data | n | flagged | coverage flagged | coverage unflagged | coverage |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| runs per arm | the arms' runs | coverage | lowest cell | highest cell |",
+        "|---|---|---:|---:|---:|",
     ]
-    for r in one_arm.itertuples(index=False):
-        lines.append(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {pct(r[4])} | {pct(r[5])} | {r[3]:.3f} |")
+    bands = dict(zip(GRID_N[1:], ("5–9", "10–19", "20 and more"), strict=True))
+    for r in shape_coverage(shapes).itertuples(index=False):
+        look = "differ in spread (flagged), arms of different shape" if r.differ else "alike, arms of one shape"
+        lines.append(f"| {bands[r.runs]} | {look} | {r.coverage:.3f} | {r.lowest:.3f} | {r.highest:.3f} |")
     return [*lines, ""]
 
 

@@ -23,6 +23,7 @@ from kit.agents import sdk
 from kit.experiment import design
 from kit.provider import log as provider_log
 from kit.provider import serve, wire_openai
+from kit.stats.coverage import STUDY_COVERAGE
 from tests.support import ROOT
 
 STUDY = ROOT / "bench" / "known_truth.py"
@@ -136,9 +137,18 @@ def test_few_runs_fast():
     assert 0.17 < bimodal["unseen"] < 0.30  # 0.75^5 = 0.237 of five-run samples hold no long run
     assert bimodal["coverage unseen"] <= 0.05 and bimodal["coverage rest"] >= 0.9
     assert unseen.loc[(kt.PACK_CELL, 5), "coverage unseen"] <= 0.05
-    flags = kt.one_arm_check(300).set_index(["data", "n"])
-    assert flags.loc[(kt.PACK_CELL, 5), "flagged"] >= 0.9  # the near-constant batching arm: placebo holds it all
-    assert flags.loc[("lognormal CV 0.5", 5), "flagged"] <= 0.2
+
+
+def test_arms_of_different_shape_fast():
+    """The spread flag at 300 seeded batches per row: it holds nearly every batch of arms of different shape, few of
+    one shape from 10 runs, and flagged batches of different shapes cover below the band (no hard cut-off at 20)."""
+    flags = kt.shape_check(300).set_index(["data", "n"])
+    assert flags.loc[(kt.PACK_CELL, 5), "flagged"] >= 0.9  # the near-constant batching arm against placebo
+    for n in (10, 20):
+        assert flags.loc[("tight vs noisy", n), "flagged"] >= 0.9
+        assert flags.loc[("lognormal CV 0.5", n), "flagged"] <= 0.2
+    assert flags.loc[("tight vs noisy", 20), "coverage flagged"] < 0.95  # 0.918 at 2,000 batches
+    assert flags.loc[("tight vs noisy", 5), "flagged"] > flags.loc[("tight vs noisy", 5), "old flagged"]
 
 
 def _committed(section: str, row_start: str, column: int) -> float:
@@ -150,13 +160,21 @@ def _committed(section: str, row_start: str, column: int) -> float:
 
 def test_the_kits_notes_quote_the_committed_study():
     """The notes kit.stats writes on few-run intervals quote bench/known_truth.md's numbers."""
-    pack = [
-        _committed("Interval methods on the grid", f"| {kt.PACK_CELL} | {n} |", 4) for n in (5, 20)
-    ]  # skew-t, the default
-    assert stats.ONE_ARM_NOTE.endswith(f"covered {pack[0]:.0%} at 5 runs per arm, {pack[1]:.0%} at 20")
     per_arm = [_committed("Per-arm intervals", f"| {data} | 5 |", 3) for data in ("bimodal", "heavy tails")]
     assert f"covered {per_arm[0]:.0%} of a bimodal arm" in stats.FEW_RUNS_MEAN_NOTE
     assert f"and {per_arm[1]:.0%} of a heavy-tailed one" in stats.FEW_RUNS_MEAN_NOTE
+
+
+def test_the_study_coverage_a_ratio_prints_is_the_committed_tables():
+    """kit.stats.coverage.STUDY_COVERAGE is bench/known_truth.md's *Arms of different shape* summary, row for row."""
+    text = (STUDY.parent / "known_truth.md").read_text().split("## Arms of different shape\n")[1].split("\n## ")[0]
+    rows = [x for x in text.splitlines() if x.startswith("| ") and ("differ in spread" in x or "alike," in x)]
+    committed = {}
+    for line in rows:
+        band, look, *values = (c.strip() for c in line.strip("|").split("|"))
+        committed[(int(band.split("–")[0].split()[0]), look.startswith("differ"))] = tuple(map(float, values))
+    table = {(r.runs, r.differ): (r.coverage, r.lowest, r.highest) for r in STUDY_COVERAGE}
+    assert table == committed and len(table) == 2 * len(kt.GRID_N[1:])
 
 
 @pytest.mark.slow

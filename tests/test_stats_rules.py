@@ -15,6 +15,8 @@ from kit.experiment.design import ParamError
 from kit.records import Manifest
 from kit.report import batch as report
 from kit.stages.analyze import matched_runs
+from kit.stats.coverage import SPREAD_RATIO, spread_ratio, study_coverage
+from kit.stats.intervals import jackknife_var
 from tests.report_tables import DESIGN
 from tests.support import ROOT, run_params
 
@@ -210,20 +212,48 @@ def pack_like(n: int, *, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_an_interval_resting_on_one_arm_says_so():
-    """bench/known_truth.md#what-few-runs-cannot-see: such intervals covered 87% at 5 runs on the pack's arms."""
+def _two_arms(a: list[float], b: list[float]) -> pd.DataFrame:
+    rows = [
+        {"batch": "p0", "arm": arm, "run": run, "status": "ok", "total_tokens": v}
+        for arm, values in (("a", a), ("b", b))
+        for run, v in enumerate(values)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_arms_of_different_shape_are_flagged_with_the_coverage_the_study_measured():
+    """bench/known_truth.md#arms-of-different-shape: arms whose runs differ >= 2x in CV name the noisier one and quote
+    what such batches covered at that many runs; other rows carry the same-shape coverage."""
     row = stats.ratio(pack_like(5), "total_tokens", "a", "b")
-    assert row.interval_rests_on == "b" and np.isfinite(row.lower)
-    assert "the interval rests on b's runs" in row.note and stats.ONE_ARM_NOTE in row.note
-    assert stats.ratio(pack_like(stats.ONE_ARM_RUNS), "total_tokens", "a", "b").interval_rests_on == ""
-    alike = stats.ratio(batch(5, cv=0.5, seed=1), "total_tokens", "a", "b")
-    assert alike.interval_rests_on == "" and "rests on" not in alike.note
+    five = study_coverage(5, True)
+    assert row.interval_rests_on == "b" and np.isfinite(row.lower) and row.cv_ratio >= SPREAD_RATIO
+    assert row.study_coverage == five.coverage < 0.93 and f"covered {five.coverage:.0%} at 5 runs" in row.note
+    assert stats.ONE_ARM_NOTE  # the report's sentence for such rows
+    twenty = stats.ratio(pack_like(20), "total_tokens", "a", "b")  # no cut-off: at 20 such batches still cover < 93%
+    assert twenty.interval_rests_on == "b" and twenty.study_coverage == study_coverage(20, True).coverage
+    alike = stats.ratio(batch(12, cv=0.5, seed=1), "total_tokens", "a", "b")
+    assert alike.interval_rests_on == "" and "different shape" not in alike.note
+    assert alike.study_coverage == study_coverage(10, False).coverage and alike.cv_ratio < SPREAD_RATIO
     paired = stats.ratio(pack_like(5), "total_tokens", "a", "b", paired=True)
-    assert paired.interval_rests_on == ""  # a paired interval has no per-arm variance to split
+    assert paired.interval_rests_on == "" and math.isnan(paired.study_coverage)  # the study has no such cell
+    other = stats.ratio(pack_like(5), "total_tokens", "a", "b", method="jackknife-t")
+    assert other.interval_rests_on == "b" and math.isnan(other.study_coverage)  # measured for the default only
     few = stats.ratio(pack_like(4), "total_tokens", "a", "b")
-    assert few.interval_rests_on == "" and math.isnan(few.lower)
-    share, which = stats.one_arm_share(np.array([[1.0, 1.01, 0.99], [1, 2, 3]]), np.array([[1, 2, 5], [1, 2, 3.0]]))
-    assert share[0] > 0.99 and which[0] == 1 and share[1] == pytest.approx(0.5)
+    assert few.interval_rests_on == "" and math.isnan(few.lower) and math.isnan(few.study_coverage)
+    assert study_coverage(4, True) is None and study_coverage(7, True) == five
+
+
+def test_a_tight_arm_against_a_noisy_one_is_flagged_where_the_variance_share_was_not():
+    """A tight arm (CV 0.13) against a baseline whose five runs drew none of its long ones (CV 0.34): the CVs differ
+    2.5x, so it is flagged; the old flag (one arm holding >= 90% of the log ratio's jackknife variance) missed it."""
+    a, b = [10_000.0, 11_800, 8_600, 10_900, 8_900], [8_000.0, 12_500, 6_400, 9_000, 14_800]
+    va, vb = (jackknife_var(np.array(x), np.log) for x in (a, b))
+    assert 0.8 < vb / (va + vb) < 0.9  # below the old flag's 0.9
+    row = stats.ratio(_two_arms(a, b), "total_tokens", "a", "b")
+    assert row.interval_rests_on == "b" and row.cv_ratio == pytest.approx(2.53, abs=0.01)
+    assert row.study_coverage == study_coverage(5, True).coverage
+    (spread, which), expected = spread_ratio(np.array([a, a]), np.array([b, a])), np.array([2.53, 1.0])
+    assert np.allclose(spread, expected, atol=0.01) and list(which) == [1, 0]
 
 
 def test_a_per_arm_interval_from_few_runs_says_what_it_cannot_see():

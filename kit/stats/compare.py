@@ -2,7 +2,8 @@
 
 A ratio comes from batches that hold both arms (docs/method.md#stitch): :func:`ratio` selects them, pairs
 runs only when the design matched them, takes one batch's interval (``kit.stats.intervals``) or two levels
-across batches, caps a bound beyond the data's range, names the arm an interval rests on, and carries the
+across batches, caps a bound beyond the data's range, names the noisier arm of arms of different shape with
+the coverage the known-truth study measured for such batches (``kit.stats.coverage``), and carries the
 observed hit rates (docs/method.md#totals).
 """
 
@@ -18,6 +19,7 @@ import pandas as pd
 
 from kit.errors import InputError
 from kit.experiment.design import ParamError
+from kit.stats.coverage import SPREAD_RATIO, spread_ratio, study_coverage
 from kit.stats.intervals import (
     DEFAULT_METHOD,
     METHODS,
@@ -30,7 +32,6 @@ from kit.stats.intervals import (
     interval,
     interval_scipy,
     is_scipy_method,
-    jackknife_var,
     mean_interval,
     percentile_bounds,
     two_level_means,
@@ -40,11 +41,11 @@ from kit.stats.records import Comparison, Savings, StitchError, finished, requir
 STITCH_LABEL = "cross-run stitch"
 DIFFERENCE_METRICS = frozenset({"grade"})  # bounded scores compare by difference, token counts by ratio
 HEADLINE_METRICS = ("total_tokens", "uncached_input_tokens")
-# A one-batch ratio whose log variance is this share or more from one arm rests on that arm's runs alone: its
-# coverage is that arm's mean interval's, blind to long runs the arm did not draw (bench/known_truth.md).
-ONE_ARM_SHARE = 0.9
-ONE_ARM_RUNS = 20  # from this many runs per arm the study found such intervals in band (95% on the pack's arms)
-ONE_ARM_NOTE = "on the batch-read pack's arms such intervals covered 87% at 5 runs per arm, 95% at 20"
+# What a ratio flagged for arms of different shape (``interval_rests_on``) must say wherever it is printed.
+ONE_ARM_NOTE = (
+    "arms of different shape, where the study's 95% intervals covered less than 95% "
+    "(the row's study_coverage is what it measured for such batches)"
+)
 
 
 def _ratio_stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -255,35 +256,37 @@ def _comparison_interval(
     return lower, upper, how, span, beyond
 
 
-def one_arm_share(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(share, arm index) along the last axis: the larger arm's share of the log ratio's jackknife variance.
+def _shape(
+    va: np.ndarray, vb: np.ndarray, a: str, b: str, sel: _Selection, *, unpaired_log: bool, method: str
+) -> tuple[str, float, float]:
+    """(noisier arm or '', CV ratio, study coverage) of a one-batch unpaired ratio (docs/method.md#intervals).
 
-    Index 0 is ``a``, 1 is ``b``. Near 1, one arm's runs set the whole interval, so a long run that arm
-    did not draw goes unseen: the other arm cannot cancel it, as it does when both arms share a shape.
+    Arms whose runs differ ``SPREAD_RATIO``-fold or more in CV are arms of different shape, where no interval
+    held 93-97% in the study; the note says so with the coverage it measured for such batches at this many
+    runs (``kit.stats.coverage``). Other rows carry the coverage of same-shape arms; NaN where the study has
+    no such cell (paired, across batches, a difference, another method, too few runs).
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        va, vb = jackknife_var(a, np.log), jackknife_var(b, np.log)
-        return np.maximum(va, vb) / (va + vb), (vb > va).astype(int)
-
-
-def _rests_on(va: np.ndarray, vb: np.ndarray, a: str, b: str, sel: _Selection, *, unpaired_log: bool) -> str:
-    """The arm a one-batch unpaired ratio's interval rests on (``ONE_ARM_SHARE``), below ``ONE_ARM_RUNS``; else ''.
-
-    A note says what that costs: the study's coverage on the pack whose arms are shaped so (one
-    near-constant, one with rare long runs), where no method can see a long run none of five runs drew.
-    """
+    nan = float("nan")
     n = min(len(va), len(vb))
-    if not unpaired_log or n < MIN_RUNS or n >= ONE_ARM_RUNS or (len(sel.used) >= 2 and not sel.label):
-        return ""
-    share, which = (float(v) for v in one_arm_share(va, vb))
-    if not share >= ONE_ARM_SHARE:
-        return ""
-    arm = (a, b)[int(which)]
-    sel.notes.append(
-        f"the interval rests on {arm}'s runs ({share:.0%} of its variance): it is only as good as {arm}'s mean "
-        f"from {n} runs, blind to long runs {arm} did not draw; {ONE_ARM_NOTE} (bench/known_truth.md)"
+    if not unpaired_log or n < MIN_RUNS or (len(sel.used) >= 2 and not sel.label):
+        return "", nan, nan
+    spread, which = (float(v) for v in spread_ratio(va, vb))
+    differ = spread >= SPREAD_RATIO
+    found = study_coverage(n, differ) if method == DEFAULT_METHOD else None
+    if not differ:
+        return "", spread, found.coverage if found else nan
+    arm, other = (a, b) if which == 0 else (b, a)
+    measured = (
+        f": in the study such batches' 95% intervals covered {found.coverage:.0%} at {found.runs} runs per arm "
+        f"({found.lowest:.0%}-{found.highest:.0%} by shape; bench/known_truth.md)"
+        if found
+        else ""
     )
-    return arm
+    sel.notes.append(
+        f"{arm}'s runs vary {spread:.1f}x as much as {other}'s (sample CV): arms of different shape, whose interval "
+        f"overstates the ratio's precision when {arm} drew few of its long runs{measured}"
+    )
+    return arm, spread, found.coverage if found else nan
 
 
 def _checked(trials: pd.DataFrame, metric: str, a: str, b: str, method: str, confidence: float) -> pd.DataFrame:
@@ -335,11 +338,12 @@ def ratio(
     lower, upper, how, span, beyond = _comparison_interval(
         sel, va, vb, metric, method=method, paired=use_paired, difference=difference, **opts
     )
-    rests_on = _rests_on(va, vb, a, b, sel, unpaired_log=not (use_paired or difference)) if np.isfinite(lower) else ""
+    unpaired_log = np.isfinite(lower) and not (use_paired or difference)
+    shape = _shape(va, vb, a, b, sel, unpaired_log=unpaired_log, method=method)
     return _row(
         sel, ok, metric, a, b,
         estimate=estimate, lower=lower, upper=upper, span=span, beyond=beyond, confidence=confidence,
-        n=(len(va), len(vb)), paired=use_paired, how=how, difference=difference, rests_on=rests_on,
+        n=(len(va), len(vb)), paired=use_paired, how=how, difference=difference, shape=shape,
     )  # fmt: skip
 
 
@@ -376,7 +380,9 @@ def _row(sel: _Selection, ok: pd.DataFrame, metric: str, a: str, b: str, **f) ->
         resample_min=f["span"][0],
         resample_max=f["span"][1],
         bound_beyond_data=f["beyond"],
-        interval_rests_on=f["rests_on"],
+        interval_rests_on=f["shape"][0],
+        cv_ratio=f["shape"][1],
+        study_coverage=f["shape"][2],
         hit_rate_arm=hr_a,
         hit_rate_baseline=hr_b,
         simulated=any_simulated(pd.concat([rows_a, rows_b])),

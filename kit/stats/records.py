@@ -84,11 +84,26 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     interval_rests_on: Annotated[
         str,
         _doc(
-            "the arm holding >= 90% of a one-batch ratio's variance below 20 runs per arm: the interval is that "
-            "arm's mean interval, blind to long runs it did not draw (docs/method.md#intervals); empty otherwise",
+            "the noisier arm when a one-batch ratio's arms differ >= 2x in the CV of their runs (`cv_ratio`): arms "
+            "of different shape, where no interval held 93–97% in the study (docs/method.md#intervals); empty "
+            "otherwise",
             "text",
         ),
     ]
+    cv_ratio: Annotated[
+        float,
+        _doc(
+            "larger over smaller sample CV of the two arms' runs in a one-batch unpaired ratio (NaN otherwise)", "ratio"
+        ),
+    ] = math.nan
+    study_coverage: Annotated[
+        float,
+        _doc(
+            "what the known-truth study's 95% intervals covered in batches like this one (arms flagged or not, "
+            "this many runs per arm: bench/known_truth.md#arms-of-different-shape); NaN where it has no such cell",
+            "fraction 0–1",
+        ),
+    ] = math.nan
     hit_rate_arm: Annotated[float, _doc("observed cache hit rate of the arm's trials", "fraction 0–1")]
     hit_rate_baseline: Annotated[float, _doc("observed cache hit rate of the baseline's trials", "fraction 0–1")]
     simulated: Annotated[bool, _doc("any compared trial ran on the embedded provider", "boolean")]
