@@ -411,7 +411,7 @@ def _analyze(
             trials, metrics_used, options.confidence, options.seed, n_resamples=options.n_resamples
         ),
         "headline": metrics.headline(trials, choice.baseline, ratios, confidence=options.confidence, seed=options.seed),
-        "savings": _savings(trials, choice.treatments, options),
+        "savings": _savings(trials, choice.treatments, options) if matched_runs(data.manifests) else _NO_SAVINGS,
         "warmth_invariance": invariance,
         "quality": quality(trials, choice.treatments, margin=options.quality_margin, confidence=options.confidence),
     }
@@ -487,7 +487,7 @@ def savings(
 ) -> pd.DataFrame:
     """The per-prompt savings ``1 - arm/baseline`` (docs/method.md#savings), one prompt per run index (the
     question-bank packs ask question i in run i of every arm), for output and total tokens: median/mean/min/max/stdev
-    across runs plus a bootstrap CI on the mean. With a repeated single prompt it is per run."""
+    across runs plus a bootstrap CI on the mean. The analysis calls it for prompt banks only (:func:`_savings`)."""
     ok = stats.finished(trials)
     rows = []
     for arm in others:
@@ -503,8 +503,16 @@ def savings(
     return pd.DataFrame(rows)
 
 
+_NO_SAVINGS = pd.DataFrame(
+    columns=["arm", "baseline", "metric", *(f for f in stats.Savings.__struct_fields__ if f != "arm")]
+)
+
+
 def _savings(trials: pd.DataFrame, pairs: list[tuple[str, str]], options: Options) -> pd.DataFrame:
-    """:func:`savings` for every comparison of treatments, grouped by their baseline."""
+    """:func:`savings` for every comparison of treatments, grouped by their baseline. Only for a prompt bank
+    (:func:`matched_runs`): with one prompt repeated, run i of one arm has nothing to do with run i of another, so
+    savings "per run" would pair trials by an index that means nothing (issue #30 item 6); the one prompt's saving
+    is 1 − the ratio the headline gives."""
     frames = []
     for base in dict.fromkeys(b for _, b in pairs):
         others = [a for a, b in pairs if b == base]

@@ -133,3 +133,11 @@ def test_the_analysis_judges_total_and_uncached_as_one_family(graded: Path, tmp_
     assert (ratios.drop(index=list(stats.HEADLINE_METRICS))["family_size"] == 0).all()
     table = report._ratios_table(result.ratios)
     assert table["family (Holm)"].str.contains(r"decisive at 9[57]").sum() == 2
+
+
+def test_a_single_prompt_pack_has_no_per_prompt_savings(graded: Path, tmp_path: Path) -> None:
+    """Issue 30 item 6: the batch-read pack repeats one prompt, so run i of one arm is no partner of run i of the
+    other; 'per-prompt' savings there paired trials by an index that means nothing."""
+    result = analyze.analyze_batches([graded], n_resamples=1_000, out_dir=tmp_path)
+    assert result.savings.empty
+    assert report._savings_section(result.savings) == []
