@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from msgspec.structs import asdict
+from scipy import stats as sps
 
 from kit import stats
 from kit.stats import StitchError
+from kit.stats.intervals import two_level_interval
 
 SPREAD = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])  # sums to zero: the per-run values keep the quoted mean
 
@@ -154,22 +156,26 @@ def test_two_level_bootstrap_across_batches():
     row = stats.ratio(trials, "total_tokens", "a", "b", matched=True)
     assert row.batches == 4
     assert row.paired is True
-    assert row.method.startswith("two-level paired percentile")
+    assert row.method == "two-level paired t over 4 batches (3 df, log ratio)"
     assert row.lower < row.estimate < row.upper
     pooled = trials.assign(batch="all", run=trials["batch"].str[1:].astype(int) * 6 + trials["run"])
     one_batch = stats.ratio(pooled, "total_tokens", "a", "b", matched=True)
     assert one_batch.paired is True and one_batch.batches == 1
-    # batch-to-batch drift is extra uncertainty that a one-level bootstrap over pooled runs ignores
+    # batch-to-batch drift is extra uncertainty that a one-level interval over pooled runs ignores
     assert (row.upper - row.lower) > 1.5 * (one_batch.upper - one_batch.lower)
     assert pd.Series(asdict(stats.ratio(trials, "total_tokens", "a", "b", matched=True))).equals(pd.Series(asdict(row)))
 
 
-def test_two_level_means_resamples_within_chosen_batches():
+def test_two_level_means_take_their_spread_from_the_batches():
+    """Pooled means (2 + 9) / 5 = 2.2 and 4.4; batch residuals (2 - 2.2 x 2) / 5 = -0.48 and +0.48, so the
+    mean's variance is 2 / 1 x 2 x 0.48^2 = 0.9216 on 1 df; both batches hold the ratio 2, so it has none."""
     groups = [(np.array([1.0, 1.0]), np.array([2.0, 2.0])), (np.array([3.0, 3.0, 3.0]), np.array([6.0, 6.0, 6.0]))]
-    reps_a, reps_b = stats.two_level_means(groups, paired=True, n_resamples=2_000, seed=1)
-    assert set(np.round(reps_a, 6)) <= {1.0, 3.0, 2.2}  # both batch draws: (2x1 + 3x3) / 5 = 2.2
-    assert np.allclose(reps_b, 2 * reps_a)  # paired: the same runs are drawn for both samples
-    assert 1.0 < reps_a.mean() < 3.0
+    fit = stats.two_level_means(groups)
+    assert fit.means == pytest.approx([2.2, 4.4]) and fit.df == 1
+    assert fit.cov == pytest.approx(np.array([[0.9216, 1.8432], [1.8432, 3.6864]]))
+    assert all(math.isnan(v) for v in two_level_interval(groups, confidence=0.95))  # the ratio does not vary
+    lo, hi = two_level_interval([g[:1] for g in groups], confidence=0.95, log=False)
+    assert (lo, hi) == pytest.approx(2.2 + np.array([-1, 1]) * sps.t.ppf(0.975, 1) * math.sqrt(0.9216))
 
 
 def test_small_n_flag():
@@ -303,7 +309,7 @@ def test_warmth_invariance_needs_batches_and_a_control():
     flat = stats.warmth_invariance(warmth_batches([0.5, 0.6, 0.7], [0.8, 0.8, 0.8], control=False), "a", "b")
     assert flat.claim_ok is False
     assert "control" in flat.reason
-    assert flat.dependence == "invariant" and flat.verdict.startswith("no material warmth dependence")
+    assert flat.dependence == "invariant" and flat.verdict.startswith("warmth-invariant within ±0.0% per 10 points")
 
     two = stats.warmth_invariance(warmth_batches([0.5, 0.6], [0.9, 0.8], control=True), "a", "b")
     assert two.claim_ok is False

@@ -534,8 +534,9 @@ def quality(trials: pd.DataFrame, pairs: list[tuple[str, str]], *, margin: float
 
 def _warmth_invariance(trials: pd.DataFrame, pairs: list[tuple[str, str]], confidence: float) -> pd.DataFrame:
     """docs/method.md#replication: does each uncached ratio move with the batches' hit rates? (needs >= 3 batches)."""
-    keys = ["arm", "baseline", "n_batches", "slope", "slope_lower", "slope_upper", "dependence", "has_control",
-            "control_hit_rate", "isolated_hit_rate", "claim_ok", "reason", "verdict"]  # fmt: skip
+    keys = ["arm", "baseline", "n_batches", "slope", "slope_lower", "slope_upper", "slope_df", "dependence",
+            "batches_to_tell", "has_control", "control_hit_rate", "isolated_hit_rate", "claim_ok", "reason",
+            "verdict"]  # fmt: skip
     rows = [stats.warmth_invariance(trials, arm, base, confidence=confidence) for arm, base in pairs]
     return pd.DataFrame([{k: getattr(r, k) for k in keys} for r in rows], columns=keys)
 

@@ -33,8 +33,7 @@ from kit.stats.intervals import (
     interval_scipy,
     is_scipy_method,
     mean_interval,
-    percentile_bounds,
-    two_level_means,
+    two_level_interval,
 )
 from kit.stats.records import Comparison, Savings, StitchError, finished, require_columns
 
@@ -187,7 +186,11 @@ def _no_interval_reason(va: np.ndarray, vb: np.ndarray, metric: str, difference:
 
 
 def _two_level(sel: _Selection, metric: str, *, paired: bool, difference: bool, confidence: float, **opts) -> tuple:
-    """Across batches: resample batches, then runs within each (percentile of the replicated statistic)."""
+    """Across batches: a t-interval from the batches' spread, batches - 1 df (:func:`two_level_interval`).
+
+    Paired runs use the same matched runs as the estimate; pairing adds nothing beyond that, since each
+    batch's totals of both arms carry their shared noise into the spread between batches.
+    """
     groups = []
     for batch in sel.used:
         ga, gb = sel.fa[sel.fa["batch"] == batch], sel.fb[sel.fb["batch"] == batch]
@@ -195,12 +198,10 @@ def _two_level(sel: _Selection, metric: str, *, paired: bool, difference: bool, 
             groups.append(_paired_arrays(ga, gb, metric))
         else:
             groups.append((ga[metric].to_numpy(dtype=float), gb[metric].to_numpy(dtype=float)))
-    reps_a, reps_b = two_level_means(groups, paired=paired, **opts)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        combined = reps_a - reps_b if difference else reps_a / reps_b
-    lower, upper = percentile_bounds(combined, confidence)
+    lower, upper = two_level_interval(groups, confidence=confidence, log=not difference)
     kind = "paired" if paired else "unpaired"
-    return lower, upper, f"two-level {kind} percentile bootstrap (batches, then runs)"
+    scale = ")" if difference else ", log ratio)"
+    return lower, upper, f"two-level {kind} t over {len(groups)} batches ({len(groups) - 1} df{scale}"
 
 
 def _one_batch(a: np.ndarray, b: np.ndarray, *, method: str, paired: bool, difference: bool, **opts) -> tuple:

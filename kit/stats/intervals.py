@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Literal, TypeGuard, get_args
+from typing import Literal, NamedTuple, TypeGuard, get_args
 
 import numpy as np
 from scipy import stats as sps

@@ -165,19 +165,38 @@ class WarmthInvariance(msgspec.Struct, frozen=True, kw_only=True, eq=False):  # 
     per_batch: Annotated[
         pd.DataFrame,
         _doc(
-            "per batch holding both arms: the ratio, its log's jackknife variance (`log_ratio_var`), the hit rates "
-            "(`hit_rate_arm`, `hit_rate_baseline`, `hit_rate` of both) and the runs (`n_arm`, `n_baseline`)",
+            "per batch holding both arms: the ratio, its log's jackknife variance (`log_ratio_var`, of which "
+            "`log_var_arm` and `log_var_baseline`), the hit rates (`hit_rate_arm`, `hit_rate_baseline`, `hit_rate` "
+            "of both) and the runs (`n_arm`, `n_baseline`)",
             "table",
         ),
     ]
     slope: Annotated[
-        float, _doc("change of the log ratio per unit hit rate across batches (random-effects fit)", "log ratio")
+        float,
+        _doc(
+            "change of the log ratio per 10 points of hit rate across batches (fit weighed by runs; variance from "
+            "each batch's runs plus the scatter between batches)",
+            "log ratio",
+        ),
     ]
-    slope_lower: Annotated[float, _doc("lower bound of the slope's interval", "log ratio")]
-    slope_upper: Annotated[float, _doc("upper bound of the slope's interval", "log ratio")]
+    slope_lower: Annotated[float, _doc("lower bound of the slope's t-interval", "log ratio")]
+    slope_upper: Annotated[float, _doc("upper bound of the slope's t-interval", "log ratio")]
+    slope_df: Annotated[float, _doc("degrees of freedom of that interval (Welch-Satterthwaite)", "count")]
     dependence: Annotated[
         str,
-        _doc("`dependent` (interval excludes 0), `invariant` (within ±log 1.1), `undetermined`, `not judged`", "text"),
+        _doc(
+            "`invariant` (interval within ±log 1.03 per 10 points), `dependent` (else excludes 0), "
+            "`undetermined` (neither), `not judged` (fewer than 3 batches, or hit rates within 1 point)",
+            "text",
+        ),
+    ]
+    batches_to_tell: Annotated[
+        float,
+        _doc(
+            "when `undetermined`: batches at hit rates spread like these after which the interval would answer "
+            "with 80% chance, projected from the observed slope and spread",
+            "count",
+        ),
     ]
     has_control: Annotated[bool, _doc("a non-isolated control ran in those batches", "boolean")]
     control_hit_rate: Annotated[float, _doc("hit rate of the control trials", "fraction 0–1")]

@@ -7,6 +7,7 @@ see the slope) and a non-isolated control (to measure what isolation removed): :
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -17,17 +18,34 @@ from kit.stats.intervals import check_confidence, jackknife_var
 from kit.stats.records import WarmthInvariance, finished, require_columns
 
 MIN_BATCHES_FOR_CACHE_CLAIM = 3
-# A warmth slope smaller than this (log ratio per unit hit rate: the ratio moves by less than 1.1x between a
-# cold and a fully warm cache) is immaterial (docs/method.md#warmth).
-MATERIAL_SLOPE = math.log(1.1)
-# Batches whose hit rates span less than this (one percentage point) cannot tell a slope: it is quoted per 100%
-# of hit rate, so it would extrapolate over 100x the range seen, and hit rates equal to ~1e-12 made the
+# The slope is quoted per SLOPE_UNIT of hit rate (10 percentage points): batches' hit rates differ by tens of
+# points, so a slope per 100% would extrapolate over a range no batch pair spans.
+SLOPE_UNIT = 0.10
+# A slope smaller than this (the ratio moving by less than 3% per 10 points of hit rate, 1.34x between a cold
+# and a fully warm cache) is immaterial (docs/method.md#replication); the audit's slide 0.73 -> 0.58 -> 0.47 over
+# hit rates 3% -> 67% is 2.3 times as steep.
+MATERIAL_SLOPE = math.log(1.03)
+# Batches whose hit rates span less than this (one percentage point) cannot tell a slope: it is quoted per 10
+# points of hit rate, so it would extrapolate over 10x the range seen, and hit rates equal to ~1e-12 made the
 # regression singular (LinAlgError) or its slope overflow exp() (issue #30 item 5).
 MIN_HIT_RATE_SPAN = 0.01
+TELL_ASSURANCE = 0.8  # "batches that would tell" tell with this probability, if the slope is as estimated
+
+
+class WarmthSlope(NamedTuple):
+    """The slope of the log ratio per 10 points of hit rate, its interval, standard error, degrees of freedom and
+    the between-batch variance beyond the runs' (``tau2``); arrays over any leading axes."""
+
+    slope: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    se: np.ndarray
+    df: np.ndarray
+    tau2: np.ndarray
 
 
 def _batch_points(ok: pd.DataFrame, a: str, b: str, metric: str) -> list[dict]:
-    """Per batch holding both arms: the ratio, its log's jackknife variance, and the hit rates."""
+    """Per batch holding both arms: the ratio, its log's jackknife variance per arm, and the hit rates."""
     rows = []
     for batch, group in ok.groupby("batch", sort=True):
         ga = group[(group["arm"] == a) & group[metric].notna()]
@@ -35,12 +53,15 @@ def _batch_points(ok: pd.DataFrame, a: str, b: str, metric: str) -> list[dict]:
         if ga.empty or gb.empty or gb[metric].mean() <= 0 or ga[metric].mean() <= 0:
             continue
         xa, xb = ga[metric].to_numpy(dtype=float), gb[metric].to_numpy(dtype=float)
-        var = jackknife_var(xa, np.log) + jackknife_var(xb, np.log) if min(len(xa), len(xb)) >= 2 else np.nan
+        va = float(jackknife_var(xa, np.log)) if len(xa) >= 2 else np.nan
+        vb = float(jackknife_var(xb, np.log)) if len(xb) >= 2 else np.nan
         rows.append(
             {
                 "batch": batch,
                 "ratio": float(xa.mean() / xb.mean()),
-                "log_ratio_var": float(var),
+                "log_ratio_var": va + vb,
+                "log_var_arm": va,
+                "log_var_baseline": vb,
                 "hit_rate_arm": hit_rate(ga),
                 "hit_rate_baseline": hit_rate(gb),
                 "hit_rate": hit_rate(pd.concat([ga, gb])),
@@ -51,70 +72,130 @@ def _batch_points(ok: pd.DataFrame, a: str, b: str, metric: str) -> list[dict]:
     return rows
 
 
-def _warmth_slope(
-    log_ratio: np.ndarray, hit: np.ndarray, var: np.ndarray, confidence: float = 0.95
-) -> tuple[float, float, float]:
-    """Slope of the log ratio against the hit rate across batches, with its interval (random-effects regression).
+def warmth_slope(
+    log_ratio: np.ndarray,
+    hit: np.ndarray,
+    var_arm: np.ndarray,
+    var_base: np.ndarray,
+    n_arm: np.ndarray,
+    n_base: np.ndarray,
+    confidence: float = 0.95,
+) -> WarmthSlope:
+    """Slope of the per-batch log ratio on the hit rate (per ``SLOPE_UNIT``), with a t-interval, along the last axis.
 
-    Each batch weighs by the inverse of its log ratio's variance (its own runs' spread) plus the
-    between-batch variance the points show beyond that (DerSimonian-Laird's moment estimate, extended to a
-    regression), and the interval is normal: with three batches a residual t would have one degree of
-    freedom and could never resolve a slope, which is what made the old rank test blind at the kit's
-    own three-batch threshold. A batch whose runs are identical has no within-batch variance; it is floored
-    so it cannot take all the weight.
+    The fit weighs batches by their run counts only (``1 / (1/n_arm + 1/n_base)``), never by estimated
+    variances: five runs estimate a variance too poorly to weigh by, and noisy weights made the old
+    inverse-variance fit claim a slope 4.8-11% of the time when there was none. The slope is then a fixed
+    contrast of the batches' log ratios, so its variance is the sum of each batch's own run-to-run variance
+    (the jackknife variance of each arm's log mean) times the contrast's weight squared, plus the between-batch
+    variance ``tau2`` the points scatter by beyond what their runs explain (a moment estimate from the
+    residuals, truncated at 0). Its t quantile takes Welch-Satterthwaite degrees of freedom: each arm's
+    variance in each batch counts with ``n - 1``, ``tau2`` with ``batches - 2``. A batch whose runs are
+    identical adds no variance; when nothing varies the interval is the point itself.
     """
-    y, x = np.asarray(log_ratio, dtype=float), np.asarray(hit, dtype=float)
-    v = np.nan_to_num(np.asarray(var, dtype=float), nan=0.0)
-    v = np.maximum(v, 1e-6 * max(float(v.max()), 1e-6))
-    design = np.column_stack([np.ones_like(x), x])
+    y = np.asarray(log_ratio, dtype=float)
+    x = np.asarray(hit, dtype=float) / SLOPE_UNIT
+    va, vb = np.asarray(var_arm, dtype=float), np.asarray(var_base, dtype=float)
+    na, nb = np.asarray(n_arm, dtype=float), np.asarray(n_base, dtype=float)
+    k = y.shape[-1]
+    w = np.broadcast_to(1 / (1 / na + 1 / nb), y.shape)
+    sw = w.sum(axis=-1, keepdims=True)
+    dx = x - (w * x).sum(axis=-1, keepdims=True) / sw
+    sxx = (w * dx**2).sum(axis=-1, keepdims=True)
+    c = w * dx / sxx
+    slope = (c * y).sum(axis=-1)
+    intercept = (w * y).sum(axis=-1) / sw[..., 0] - slope * (w * x).sum(axis=-1) / sw[..., 0]
+    resid = y - intercept[..., None] - slope[..., None] * x
+    # residual = M y with M = I - H, H the hat of the weighted fit: E[sum w r^2] = sum_ij w_i M_ij^2 (v_j + tau2)
+    hat = w[..., None, :] * (1 / sw[..., None] + dx[..., :, None] * dx[..., None, :] / sxx[..., None])
+    m2 = (np.eye(k) - hat) ** 2
+    v = va + vb
+    expected_q = (w[..., :, None] * m2 * v[..., None, :]).sum(axis=(-2, -1))
+    per_tau2 = (w[..., :, None] * m2).sum(axis=(-2, -1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau2 = np.maximum(0.0, ((w * resid**2).sum(axis=-1) - expected_q) / per_tau2)
+        c2 = c**2
+        tau_part = tau2 * c2.sum(axis=-1)
+        var = (c2 * v).sum(axis=-1) + tau_part
+        terms = ((c2 * va) ** 2 / (na - 1) + (c2 * vb) ** 2 / (nb - 1)).sum(axis=-1) + tau_part**2 / max(k - 2, 1)
+        df = np.where(terms > 0, var**2 / terms, np.inf)
+        se = np.sqrt(var)
+    q = sps.t.ppf((1 + confidence) / 2, df)
+    half = np.where(se > 0, q * se, 0.0)
+    return WarmthSlope(slope, slope - half, slope + half, se, df, tau2)
 
-    def fit(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        xtw = design.T * weights
-        cov = np.linalg.inv(xtw @ design)
-        beta = cov @ xtw @ y
-        return beta, cov, y - design @ beta
 
-    w = 1 / v
-    beta, cov, resid = fit(w)
-    q = float((w * resid**2).sum())
-    hat = (design @ cov @ design.T) * w[None, :]
-    trace = float(w.sum() - np.trace(hat * w[:, None]))
-    tau2 = max(0.0, (q - (len(y) - 2)) / trace) if trace > 0 else 0.0
-    beta, cov, _ = fit(1 / (v + tau2))
-    se = math.sqrt(cov[1, 1])
-    z = sps.norm.ppf((1 + confidence) / 2)
-    return float(beta[1]), float(beta[1] - z * se), float(beta[1] + z * se)
+def batches_to_tell(fit: WarmthSlope, n_batches: int, confidence: float = 0.95) -> float:
+    """Batches (at hit rates spread like these, runs as noisy) after which the interval would answer either way
+    with ``TELL_ASSURANCE`` probability, were the slope and the noise what these batches show.
+
+    The slope's standard error shrinks as 1/sqrt(batches); the interval answers "dependent" once its
+    half-width is below the slope's size, "invariant" once it is below the room left to ``MATERIAL_SLOPE``,
+    so the nearer of the two sets the count (the normal sample-size formula, z_0.975 + z_0.8). It is a
+    projection from the observed spread and slope, not a promise: another set of batches estimates both afresh.
+    """
+    size = abs(float(fit.slope))
+    gap = max(size, MATERIAL_SLOPE - size)
+    z = sps.norm.ppf((1 + confidence) / 2) + sps.norm.ppf(TELL_ASSURANCE)
+    return float(max(n_batches + 1, math.ceil(n_batches * (z * float(fit.se) / gap) ** 2)))
 
 
-def _warmth_verdict(rows: list[dict], slope: tuple[float, float, float], confidence: float) -> tuple[str, str]:
-    """(dependence, sentence): dependent, invariant or undetermined, by the slope's interval (docs/method.md#warmth)."""
+def dependence_of(lower: np.ndarray | float, upper: np.ndarray | float) -> np.ndarray:
+    """``invariant`` when the slope's interval lies within +-``MATERIAL_SLOPE``, else ``dependent`` when it
+    excludes 0, else ``undetermined``: the verdict's rule, elementwise (the known-truth study scores it)."""
+    lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    dependent = np.where((lo > 0) | (hi < 0), "dependent", "undetermined")
+    return np.where((lo > -MATERIAL_SLOPE) & (hi < MATERIAL_SLOPE), "invariant", dependent)
+
+
+def _per_ten(log_slope: float) -> str:
+    """A log slope per 10 points of hit rate as the percent change of the ratio: -6.7%, +0.4%."""
+    return f"{math.expm1(log_slope):+.1%}"
+
+
+def _warmth_verdict(rows: list[dict], fit: WarmthSlope | None, confidence: float) -> tuple[str, str, float]:
+    """(dependence, sentence, batches to tell) by the slope's interval per 10 points (docs/method.md#replication)."""
+    nan = float("nan")
     if len(rows) < MIN_BATCHES_FOR_CACHE_CLAIM:
         return (
             "not judged",
             f"not enough batches to judge warmth dependence ({len(rows)} of {MIN_BATCHES_FOR_CACHE_CLAIM})",
+            nan,
         )
     ratios_ = np.array([r["ratio"] for r in rows])
     hits = np.array([r["hit_rate"] for r in rows])
-    if not np.isfinite(slope[0]):
+    if fit is None or not (np.isfinite(fit.lower) and np.isfinite(fit.upper)):
         span = np.nanmax(hits) - np.nanmin(hits) if np.isfinite(hits).any() else 0.0
-        return "not judged", (
-            f"cannot tell warmth dependence with these batches: their hit rates span {span:.2%} "
-            f"(a slope needs >= {MIN_HIT_RATE_SPAN:.0%}); batches at more different hit rates would tell"
+        why = (
+            f"their hit rates span {span:.2%} (a slope needs >= {MIN_HIT_RATE_SPAN:.0%}); batches at more "
+            "different hit rates would tell"
+            if fit is None
+            else "a batch has a single run per arm, so its run-to-run noise is unknown"
         )
-    est, lo, hi = (math.exp(s) for s in slope)
-    span = (
+        return "not judged", f"cannot tell warmth dependence with these batches: {why}", nan
+    est, lo, hi = float(fit.slope), float(fit.lower), float(fit.upper)
+    seen = (
         f"ratio {ratios_.min():.3g}-{ratios_.max():.3g} at hit rates {np.nanmin(hits):.1%}-{np.nanmax(hits):.1%} "
-        f"over {len(rows)} batches; per 100% hit rate the ratio changes x{est:.2f} "
-        f"({confidence:.0%} CI x{lo:.2f}-x{hi:.2f})"
+        f"over {len(rows)} batches: it changes {_per_ten(est)} per 10 points of hit rate "
+        f"({confidence:.0%} CI {_per_ten(lo)} to {_per_ten(hi)})"
     )
-    material = f"x{math.exp(MATERIAL_SLOPE):.2f}"
-    if slope[1] > 0 or slope[2] < 0:
-        return "dependent", f"warmth-dependent: {span}; quote the uncached ratio with its hit rate"
-    if slope[1] > -MATERIAL_SLOPE and slope[2] < MATERIAL_SLOPE:
-        return "invariant", f"no material warmth dependence: {span}, within {material} either way"
-    return "undetermined", (
-        f"warmth dependence undetermined: {span} neither excludes no change nor rules out a material one "
-        f"({material} per 100% hit rate); more batches over a wider hit-rate range would tell"
+    material = f"±{math.expm1(MATERIAL_SLOPE):.0%}"
+    dependence = str(dependence_of(lo, hi))
+    if dependence == "invariant":
+        within = max(-math.expm1(lo), math.expm1(hi))
+        return (
+            "invariant",
+            f"warmth-invariant within ±{within:.1%} per 10 points of hit rate: {seen}, inside the material {material}",
+            nan,
+        )
+    if dependence == "dependent":
+        return "dependent", f"warmth-dependent: {seen}; quote the uncached ratio with its hit rate", nan
+    needed = batches_to_tell(fit, len(rows), confidence)
+    return (
+        "undetermined",
+        f"cannot tell warmth dependence with these batches: {seen} holds both no change and a material one "
+        f"({material} per 10 points); about {needed:.0f} batches at hit rates spread like these would tell",
+        needed,
     )
 
 
@@ -125,9 +206,10 @@ def warmth_invariance(
 
     Even an interleaved uncached ratio slides with warmth (docs/method.md#warmth), so a cache-dependent
     claim needs >= 3 batches (to see the slope; docs/method.md#replication) and a non-isolated control
-    (``control`` True, to measure the contamination that isolation removed). ``dependence`` is
-    ``dependent`` when the slope's interval excludes 0, ``invariant`` when it lies within +-``MATERIAL_SLOPE``,
-    else ``undetermined``; ``claim_ok`` says whether batches and control suffice; ``reason`` says why not.
+    (``control`` True, to measure the contamination that isolation removed). The slope per 10 points of hit
+    rate comes from :func:`warmth_slope`. ``dependence`` is ``invariant`` when its interval lies within
+    +-``MATERIAL_SLOPE``, else ``dependent`` when it excludes 0, else ``undetermined`` (with the batches that
+    would tell); ``claim_ok`` says whether batches and control suffice; ``reason`` says why not.
     """
     require_columns(trials, ["batch", "arm", metric], "warmth_invariance()")
     check_confidence(confidence)
@@ -145,29 +227,34 @@ def warmth_invariance(
         )
     if controls.empty:
         reasons.append("no non-isolated control arm (control=True) in those batches")
-    nan = float("nan")
-    slope = (nan, nan, nan)
-    points = [r for r in rows if np.isfinite(r["hit_rate"])]
-    if len(points) >= MIN_BATCHES_FOR_CACHE_CLAIM and np.ptp([r["hit_rate"] for r in points]) >= MIN_HIT_RATE_SPAN:
-        slope = _warmth_slope(
-            np.log([r["ratio"] for r in points]),
-            np.array([r["hit_rate"] for r in points]),
-            np.array([r["log_ratio_var"] for r in points]),
+    points = pd.DataFrame([r for r in rows if np.isfinite(r["hit_rate"])])
+    fit = None
+    if len(points) >= MIN_BATCHES_FOR_CACHE_CLAIM and np.ptp(points["hit_rate"]) >= MIN_HIT_RATE_SPAN:
+        fit = warmth_slope(
+            np.log(points["ratio"].to_numpy()),
+            points["hit_rate"].to_numpy(),
+            points["log_var_arm"].to_numpy(),
+            points["log_var_baseline"].to_numpy(),
+            points["n_arm"].to_numpy(),
+            points["n_baseline"].to_numpy(),
             confidence,
         )
-    dependence, verdict = _warmth_verdict(rows, slope, confidence)
+    dependence, verdict, needed = _warmth_verdict(rows, fit, confidence)
     if reasons:
         verdict = f"{verdict}; not a cache-dependent claim: {'; '.join(reasons)}"
+    nan = float("nan")
     return WarmthInvariance(
         arm=a,
         baseline=b,
         metric=metric,
         n_batches=len(rows),
         per_batch=pd.DataFrame(rows),
-        slope=slope[0],
-        slope_lower=slope[1],
-        slope_upper=slope[2],
+        slope=nan if fit is None else float(fit.slope),
+        slope_lower=nan if fit is None else float(fit.lower),
+        slope_upper=nan if fit is None else float(fit.upper),
+        slope_df=nan if fit is None else float(fit.df),
         dependence=dependence,
+        batches_to_tell=needed,
         has_control=not controls.empty,
         control_hit_rate=hit_rate(controls),
         isolated_hit_rate=hit_rate(isolated),
