@@ -145,11 +145,23 @@ def _family_clause(row: pd.Series) -> str:
     lo, hi = _num(row.get("family_lower")), _num(row.get("family_upper"))
     if math.isnan(size) or size < 2 or math.isnan(level):
         return ""
-    ci = (
-        "no interval" if math.isnan(lo) or math.isnan(hi) else f"{level:.2%} CI {_ci_text(lo, hi)}".replace(".00%", "%")
-    )
+    ci = "no interval" if math.isnan(lo) or math.isnan(hi) else f"{level * 100:.4g}% CI {_ci_text(lo, hi)}"
     word = "decisive" if _flag(row, "decisive") else "not decisive"
     return f"; {word} among the family's {int(size)} comparisons (Holm: {ci})"
+
+
+def _coverage_clause(row: pd.Series) -> str:
+    """' (such intervals covered about 90% in the known-truth study, not 95%)', from the row's ``study_coverage``.
+
+    A "95% CI" is what the method aims at; what it held in batches like this one (arms of one shape or not, this
+    many runs) is what the study measured (``kit.stats.coverage``), and a reader quoting the interval needs both.
+    """
+    covered, conf = _num(row.get("study_coverage")), _num(row.get("confidence"))
+    if math.isnan(covered):
+        return ""
+    aim = 0.95 if math.isnan(conf) else conf
+    short = f", not {aim:.0%}" if covered < stats.coverage.BAND_LOW else ""
+    return f" (such intervals covered about {covered:.0%} in the known-truth study{short})"
 
 
 def _ratio_phrase(row: pd.Series, what: str) -> str:
@@ -178,7 +190,7 @@ def _ratio_phrase(row: pd.Series, what: str) -> str:
         if _flag(row, "bound_beyond_data")
         else ""
     )
-    ratio_ci = f"{conf_text} {_ci_text(lo, hi)}{capped}"
+    ratio_ci = f"{conf_text} {_ci_text(lo, hi)}{capped}{_coverage_clause(row)}"
     if lo <= 1 <= hi:
         head = f"no difference in {what} shown between {arm} and {baseline} (ratio {_off_one(est, f'{est:.2f}')}; "
         return head + ratio_ci + ", which includes no difference" + _family_clause(row)
@@ -769,6 +781,7 @@ def _ratios_table(ratios: pd.DataFrame, controls: Iterable[str] = ()) -> pd.Data
                 if r["metric"] == "uncached_input_tokens"
                 else "",
                 "flags": ", ".join(flags),
+                "study coverage": _share(r.get("study_coverage")),
                 "family (Holm)": _holm_cell(r),
                 "method": r.get("method", ""),
             }

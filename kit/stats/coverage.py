@@ -21,6 +21,8 @@ from kit.stats.intervals import MIN_RUNS
 # From this ratio of the arms' sample CVs the batch's arms differ in spread: the study's choice (at 2 the flag
 # held 85-100% of batches from arms of different shape at 5-20 runs per arm, and 27%, 12%, 5% of same-shape ones).
 SPREAD_RATIO = 2.0
+# The study's acceptance band for a 95% interval starts here: below it the report says the interval fell short.
+BAND_LOW = 0.93
 
 
 class StudyCoverage(msgspec.Struct, frozen=True, kw_only=True):

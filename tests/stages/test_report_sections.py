@@ -224,3 +224,25 @@ def test_a_table_cell_never_prints_a_bound_that_is_not_1_as_1():
     assert report.interval(0.9996, 1.5) == "0.9996–1.50"
     assert report.interval(0.85, 1.0) == "0.850–1.00"
     assert report.interval(11_283, 11_396) == "11,283–11,396"
+
+
+@pytest.mark.parametrize(
+    ("covered", "clause"),
+    [
+        (0.903, "(such intervals covered about 90% in the known-truth study, not 95%)"),
+        (0.96, "(such intervals covered about 96% in the known-truth study)"),
+    ],
+)
+def test_the_interval_says_what_the_study_measured_for_its_case(covered, clause):
+    """Issue 30: the headline said "95% CI" where intervals of arms of different shape held about 90%."""
+    row = ratio_row("total_tokens", 0.4, 0.25, 0.8, study_coverage=covered, family_size=2, family_level=0.975,
+                    family_lower=0.22, family_upper=0.9, decisive=True)  # fmt: skip
+    sentence = report.total_sentences(pd.DataFrame([row]), DESIGN)[0]
+    assert f"ratio 0.40, 95% CI 0.25–0.80 {clause}; decisive among the family's 2 comparisons (Holm: 97.5% CI " in (
+        sentence
+    )
+    table = report._ratios_table(pd.DataFrame([row]))
+    assert (
+        table.loc[0, "study coverage"] == f"{covered:.1%}"
+        and table.loc[0, "family (Holm)"] == "decisive at 97.5% (of 2)"
+    )
