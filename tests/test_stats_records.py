@@ -111,7 +111,7 @@ def test_finished_trials_are_those_with_status_ok_and_a_table_without_status_is_
 
 
 # The package's floors, lowest first: a module imports only modules of earlier floors (docs/design.md, Layout).
-FLOORS = (("records",), ("intervals",), ("coverage",), ("compare",), ("warmth", "planning"))
+FLOORS = (("records",), ("intervals",), ("coverage", "quality"), ("compare",), ("warmth", "planning", "family"))
 
 
 def test_the_stats_modules_import_only_lower_floors_and_no_private_name():

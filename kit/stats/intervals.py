@@ -10,6 +10,7 @@ resample of the data can produce.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Literal, NamedTuple, TypeGuard, get_args
@@ -30,14 +31,20 @@ ANALYTIC_METHODS = ("skew-t", "jackknife-t", "delta-t")
 ScipyMethod = Literal["BCa", "percentile", "basic"]
 SCIPY_METHODS: tuple[ScipyMethod, ...] = get_args(ScipyMethod)  # scipy.stats.bootstrap's, kept for comparison
 METHODS = (*ANALYTIC_METHODS, "bootstrap-t", *SCIPY_METHODS)
-MEAN_METHODS = ("log-t", "t", "BCa", "percentile")
+MEAN_METHODS = ("bootstrap-t", "log-t", "t", "BCa", "percentile")
+DEFAULT_MEAN_METHOD = "log-t"  # the known-truth per-arm table's choice (bench/known_truth.md#per-arm-intervals)
 # A bootstrap-t resample's standard error is floored at this share of the sample's (see _bootstrap_t).
 SE_FLOOR = 0.2
-# What a per-arm interval from fewer than WARN_RUNS runs cannot do (the study's per-arm table at 5 runs).
-FEW_RUNS_MEAN_NOTE = (
-    "blind to long runs the arm did not draw: at 5 runs such intervals covered 75% of a bimodal arm "
-    "(a 4x longer path in 1 run of 4) and 81% of a heavy-tailed one (bench/known_truth.md)"
-)
+# The per-run CV below which a per-arm interval does not trust the runs' own spread (see mean_bounds): the
+# smallest of 0.02 / 0.05 / 0.1 that held the batch-read pack's batching arm >= 93% at 5, 10 and 20 runs.
+MEAN_CV_FLOOR = 0.05
+MEAN_GOOD = 0.93  # a shape class whose intervals covered less in the study gets a note quoting the coverage
+# What no per-arm interval from a few runs can see, the head of the coverage note (see _coverage_note).
+FEW_RUNS_MEAN_NOTE = "blind to long runs the arm did not draw"
+# Shape classes of one arm's runs, from the runs themselves (mean_shape): CV below MEAN_CV_FLOOR, else
+# sample skewness below / between / above MEAN_SKEW_BANDS.
+MEAN_SHAPES = ("near-constant", "near-symmetric", "skewed", "long-tailed")
+MEAN_SKEW_BANDS = (1.0, 2.0)
 SKEW_SHRINK = 0.25  # share of the estimated skewness correction skew-t applies (see _skew_t)
 
 Statistic = Callable[..., np.ndarray]
@@ -49,8 +56,11 @@ def _mean_stat(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def check_confidence(confidence: float) -> None:
-    """Refuse a confidence outside (0, 1), naming the parameter (numpy would fail later, about quantiles)."""
-    if not (isinstance(confidence, int | float) and 0 < confidence < 1):
+    """Refuse a confidence outside (0, 1), naming the parameter (numpy would fail later, about quantiles).
+
+    Any real number qualifies, numpy scalars too (``np.float32(0.9)``); a bool does not.
+    """
+    if isinstance(confidence, bool) or not (isinstance(confidence, numbers.Real) and 0 < confidence < 1):
         raise ParamError("confidence", f"got {confidence!r}", "a number strictly between 0 and 1, e.g. 0.95")
 
 
@@ -59,7 +69,8 @@ def _check_resamples(n_resamples: int) -> None:
 
     Checked by the resampling methods themselves: the analytic default never reads ``n_resamples``.
     """
-    if not (isinstance(n_resamples, int) and n_resamples >= MIN_RESAMPLES):
+    whole = isinstance(n_resamples, numbers.Integral) and not isinstance(n_resamples, bool)
+    if not (whole and n_resamples >= MIN_RESAMPLES):
         raise ParamError("n_resamples", f"got {n_resamples!r}", f"an integer >= {MIN_RESAMPLES:,}")
 
 
@@ -383,18 +394,167 @@ def two_level_interval(
     return (math.exp(lo), math.exp(hi)) if log else (lo, hi)
 
 
-def mean_bounds(x: np.ndarray, method: str = "log-t", confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """One arm's interval along the last axis: ``log-t`` (t on the log of the mean, jackknife SE) or ``t``."""
+def _log_mean_se(x: np.ndarray) -> np.ndarray:
+    """The delta method's standard error of log(mean(x)): the runs' CV over sqrt(n)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return x.std(axis=-1, ddof=1) / (x.mean(axis=-1) * math.sqrt(x.shape[-1]))
+
+
+def _mean_bootstrap_t(
+    x: np.ndarray, se: np.ndarray, confidence: float, n_resamples: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """The studentized bootstrap's quantiles of (log mean* - log mean) / se*, per leading row.
+
+    A resample of a few near-identical runs has a standard error near zero and a huge t: resample
+    standard errors are floored at ``SE_FLOOR`` times the sample's, as in the ratio's bootstrap-t.
+    """
     n = x.shape[-1]
-    q = sps.t.ppf((1 + confidence) / 2, n - 1)
+    rows = int(np.prod(x.shape[:-1], dtype=np.int64))
+    chunk = max(1, _CELLS_PER_CHUNK // (n * max(rows, 1)))
+    log_m = np.log(x.mean(axis=-1))[..., None]
+    t_values = []
+    for start in range(0, n_resamples, chunk):
+        idx = rng.integers(0, n, size=(min(chunk, n_resamples - start), n))
+        xb = x[..., idx]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_values.append((np.log(xb.mean(axis=-1)) - log_m) / np.maximum(_log_mean_se(xb), SE_FLOOR * se[..., None]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = np.nanquantile(np.concatenate(t_values, axis=-1), [(1 - confidence) / 2, (1 + confidence) / 2], -1)
+    return low, high
+
+
+def mean_bounds(
+    x: np.ndarray,
+    method: str = DEFAULT_MEAN_METHOD,
+    confidence: float = 0.95,
+    *,
+    cv_floor: float = MEAN_CV_FLOOR,
+    n_resamples: int = MIN_RESAMPLES,
+    seed: int | np.random.Generator = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One arm's interval along the last axis, before :func:`within_data`: ``bootstrap-t``, ``log-t`` or ``t``.
+
+    ``log-t`` is a t-interval on the log of the mean with a jackknife standard error; ``bootstrap-t`` takes
+    the t quantiles from resamples studentized by their own standard error instead, so the interval
+    follows the skew the runs show. Both floor the log mean's standard error at ``cv_floor / sqrt(n)``: the
+    runs of an agent arm that takes one path nine times in ten agree to a fraction of a percent, and an
+    interval from their spread excludes the mean the rare longer paths add (0.35 coverage at 5 runs on the
+    batch-read pack's batching arm without the floor; see ``MEAN_CV_FLOOR``). ``t`` (for values that can be
+    negative, like savings) has no floor.
+    """
+    n = x.shape[-1]
     m = x.mean(axis=-1)
     if method == "t":
+        q = sps.t.ppf((1 + confidence) / 2, n - 1)
         se = x.std(axis=-1, ddof=1) / math.sqrt(n)
         return m - q * se, m + q * se
+    floor = cv_floor / math.sqrt(n)
+    if method == "log-t":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            se = np.sqrt(jackknife_var(x, np.log))
+        q = sps.t.ppf((1 + confidence) / 2, n - 1)
+        t_low, t_high = -q, q
+    elif method == "bootstrap-t":
+        _check_resamples(n_resamples)
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        se = _log_mean_se(x)
+        t_low, t_high = _mean_bootstrap_t(x, se, confidence, n_resamples, rng)
+    else:
+        raise ParamError("method", f"got {method!r}", ["bootstrap-t", "log-t", "t"])
+    se = np.maximum(se, floor)
+    ok = (m > 0) & np.isfinite(se) & np.isfinite(t_low) & np.isfinite(t_high)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(ok, m * np.exp(-t_high * se), np.nan), np.where(ok, m * np.exp(-t_low * se), np.nan)
+
+
+def within_data(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A token-count interval as the kit prints it: the lower bound raised to the smallest run, and where a
+    bound lay beyond the runs (below the smallest or above the largest).
+
+    Only the lower bound is capped: the known-truth per-arm table scores both caps, and capping the upper
+    bound at the largest run cost up to 4 points at 5 runs (a right-skewed arm's five runs often all fall
+    below its mean, and an upper bound above them is what covers it), while the lower cap cost under one.
+    """
+    beyond = np.isfinite(lo) & ((lo < x.min(axis=-1)) | (hi > x.max(axis=-1)))
+    return np.maximum(lo, x.min(axis=-1)), hi, beyond
+
+
+class MeanCoverage(NamedTuple):
+    """One row of the per-arm table's shape classes: what intervals of such runs covered in the study."""
+
+    method: str
+    shape: str  # a MEAN_SHAPES class, decided by the runs themselves (mean_shape)
+    runs: int  # the study's n; a batch uses the largest row at or below its own runs
+    coverage: float
+
+
+# The per-arm table's shape-class rows (bench/known_truth.md#per-arm-intervals; tests/test_known_truth.py
+# checks they match), for the methods mean_interval floors and caps.
+MEAN_COVERAGE: tuple[MeanCoverage, ...] = (
+    MeanCoverage("bootstrap-t", "near-constant", 5, 0.956),
+    MeanCoverage("bootstrap-t", "near-constant", 10, 0.999),
+    MeanCoverage("bootstrap-t", "near-constant", 20, 0.924),
+    MeanCoverage("bootstrap-t", "near-symmetric", 5, 0.858),
+    MeanCoverage("bootstrap-t", "near-symmetric", 10, 0.887),
+    MeanCoverage("bootstrap-t", "near-symmetric", 20, 0.924),
+    MeanCoverage("bootstrap-t", "skewed", 5, 0.942),
+    MeanCoverage("bootstrap-t", "skewed", 10, 0.971),
+    MeanCoverage("bootstrap-t", "skewed", 20, 0.956),
+    MeanCoverage("bootstrap-t", "long-tailed", 5, 0.992),
+    MeanCoverage("bootstrap-t", "long-tailed", 10, 0.995),
+    MeanCoverage("bootstrap-t", "long-tailed", 20, 0.983),
+    MeanCoverage("log-t", "near-constant", 5, 0.958),
+    MeanCoverage("log-t", "near-constant", 10, 0.999),
+    MeanCoverage("log-t", "near-constant", 20, 0.990),
+    MeanCoverage("log-t", "near-symmetric", 5, 0.849),
+    MeanCoverage("log-t", "near-symmetric", 10, 0.871),
+    MeanCoverage("log-t", "near-symmetric", 20, 0.919),
+    MeanCoverage("log-t", "skewed", 5, 0.903),
+    MeanCoverage("log-t", "skewed", 10, 0.950),
+    MeanCoverage("log-t", "skewed", 20, 0.942),
+    MeanCoverage("log-t", "long-tailed", 5, 0.980),
+    MeanCoverage("log-t", "long-tailed", 10, 0.973),
+    MeanCoverage("log-t", "long-tailed", 20, 0.945),
+)
+
+
+def mean_shape(x: np.ndarray) -> np.ndarray:
+    """Each row's shape class (``MEAN_SHAPES``) from what the runs show: their CV and sample skewness."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        se = np.sqrt(jackknife_var(x, np.log))
-    ok = (m > 0) & np.isfinite(se)
-    return np.where(ok, m * np.exp(-q * se), np.nan), np.where(ok, m * np.exp(q * se), np.nan)
+        cv = x.std(axis=-1, ddof=1) / x.mean(axis=-1)
+        skew = np.nan_to_num(sps.skew(x, axis=-1, bias=False))
+    out = np.full(x.shape[:-1], MEAN_SHAPES[1], dtype=object)
+    out[skew >= MEAN_SKEW_BANDS[0]] = MEAN_SHAPES[2]
+    out[skew >= MEAN_SKEW_BANDS[1]] = MEAN_SHAPES[3]
+    out[cv < MEAN_CV_FLOOR] = MEAN_SHAPES[0]
+    return out
+
+
+def _coverage_note(x: np.ndarray, method: str) -> str:
+    """What intervals of runs shaped like these covered in the study, where that is below ``MEAN_GOOD``."""
+    shape = str(mean_shape(x))
+    rows = [r for r in MEAN_COVERAGE if r.shape == shape and r.runs <= len(x) and r.method == method]
+    if not rows:
+        return ""
+    row = max(rows, key=lambda r: r.runs)
+    if row.coverage >= MEAN_GOOD:
+        return ""
+    return (
+        f"{FEW_RUNS_MEAN_NOTE}: from {row.runs} runs, {method} intervals of arms whose runs look {shape} "
+        f"covered {row.coverage:.0%} in the study (bench/known_truth.md#per-arm-intervals)"
+    )
+
+
+def _check_values(x: np.ndarray, method: str) -> None:
+    """Refuse values no interval should be built from: non-finite ones, and negative ones for a token count."""
+    if not np.isfinite(x).all():
+        raise InputError(f"mean_interval: {int((~np.isfinite(x)).sum())} values are not finite numbers")
+    if method != "t" and (x < 0).any():
+        raise InputError(
+            f"mean_interval(method={method!r}): {int((x < 0).sum())} negative values (smallest {x.min():g}); "
+            "a count of tokens cannot be negative. method='t' is for values that can be (savings)"
+        )
 
 
 def mean_interval(
@@ -404,21 +564,24 @@ def mean_interval(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    method: str = "log-t",
+    method: str = DEFAULT_MEAN_METHOD,
 ) -> Interval:
     """Mean of one arm with an interval (two-level bootstrap when the values span several batches).
 
-    ``log-t``, the default for token counts, is a t-interval on the log of the mean with a jackknife
-    standard error: it stays positive and follows the right skew of token counts, and covered best of the
-    per-arm candidates in the known-truth study. No method reaches 93% at 5 runs on heavy-tailed or bimodal
-    arms: a quarter of five-run samples of the bimodal arm hold none of its long runs and look like a tight
-    unimodal arm, so covering them would need intervals far wider than a tight arm's; below ``WARN_RUNS``
-    the note says so. ``t`` suits values that can be negative (savings). No interval below ``MIN_RUNS`` values.
+    The default suits token counts (positive, right-skewed): the known-truth per-arm table chose it
+    (bench/known_truth.md#per-arm-intervals). Where no candidate reached 93% for runs shaped like these
+    (``MEAN_COVERAGE``, classed by :func:`mean_shape`), the note quotes what the study measured; the lower
+    bound is raised to the smallest run and an upper bound above the largest is kept, both flagged
+    (``bound_beyond_data``, :func:`within_data`). ``t`` suits values that can be negative (savings): it
+    is neither floored nor capped, and the other methods refuse negative values. No interval below
+    ``MIN_RUNS`` values.
     """
     if method not in MEAN_METHODS:
         raise ParamError("method", f"got {method!r}", list(MEAN_METHODS))
     check_confidence(confidence)
+    confidence = float(confidence)
     x = np.asarray(values, dtype=float)
+    _check_values(x, method)
     keys = list(batches) if batches is not None else [None] * len(x)
     levels = list(dict.fromkeys(keys))
     nan = float("nan")
@@ -432,9 +595,14 @@ def mean_interval(
         groups = [[x[[i for i, key in enumerate(keys) if key == level]]] for level in levels]
         lo, hi = two_level_interval(groups, confidence=confidence, log=method != "t")
         how = f"t over {len(levels)} batches ({len(levels) - 1} df)" + (" on the log mean" if method != "t" else "")
-    elif method in ("log-t", "t"):
-        lo, hi = (float(v) for v in mean_bounds(x, method, confidence))
-        how = {"log-t": "t on the log mean (jackknife SE)", "t": "t-interval"}[method]
+    elif method in ("bootstrap-t", "log-t", "t"):
+        resamples = max(int(n_resamples), MIN_RESAMPLES)
+        lo, hi = (float(v) for v in mean_bounds(x, method, confidence, n_resamples=resamples, seed=seed))
+        how = {
+            "bootstrap-t": f"bootstrap-t on the log mean (CV floor {MEAN_CV_FLOOR:g})",
+            "log-t": f"t on the log mean (jackknife SE, CV floor {MEAN_CV_FLOOR:g})",
+            "t": "t-interval",
+        }[method]
     elif is_scipy_method(method):
         lo, hi = interval_scipy(
             (x,), _mean_stat, paired=False, confidence=confidence, n_resamples=n_resamples, seed=seed, method=method
@@ -443,6 +611,21 @@ def mean_interval(
     else:
         raise AssertionError(f"mean: method {method!r} is in MEAN_METHODS but has no interval")
     notes = [] if np.isfinite(lo) else ["degenerate data: no interval"]
-    if len(x) < WARN_RUNS:
-        notes.append(f"only {len(x)} runs: a wide interval, {FEW_RUNS_MEAN_NOTE}")
-    return Interval(mean=mean, lower=lo, upper=hi, method=how, note="; ".join(notes))
+    beyond = False
+    if method != "t" and np.isfinite(lo):
+        raw_lo = lo
+        lo, hi, flag = (float(v) for v in within_data(x, np.asarray(lo), np.asarray(hi)))
+        beyond = bool(flag)
+        if raw_lo < lo:
+            given = f"{raw_lo:,.0f}" if abs(raw_lo) >= 100 else f"{raw_lo:.3g}"
+            notes.append(f"lower bound raised to the smallest run (the interval model gave {given})")
+        if str(mean_shape(x)) == MEAN_SHAPES[0]:
+            notes.append(
+                f"the runs agree closer than a CV of {MEAN_CV_FLOOR:g}: the interval assumes that much spread, "
+                "for the longer paths such runs did not take"
+            )
+        elif hi > x.max():
+            notes.append("upper bound above the largest run: the interval allows for longer runs than these")
+    if len(levels) < 2 and np.isfinite(lo) and (coverage := _coverage_note(x, method)):
+        notes.append(coverage)
+    return Interval(mean=mean, lower=lo, upper=hi, method=how, note="; ".join(notes), bound_beyond_data=beyond)

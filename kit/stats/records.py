@@ -134,6 +134,14 @@ class Interval(msgspec.Struct, frozen=True, kw_only=True):
     upper: Annotated[float, _UPPER]
     method: Annotated[str, _METHOD]
     note: Annotated[str, _NOTE]
+    bound_beyond_data: Annotated[
+        bool,
+        _doc(
+            "the interval model put a bound beyond the runs (below the smallest: raised to it; above the largest: "
+            "kept, see the note; docs/method.md#intervals)",
+            "boolean",
+        ),
+    ] = False
 
 
 class Savings(msgspec.Struct, frozen=True, kw_only=True):

@@ -82,7 +82,8 @@ def test_the_report_states_the_contamination_and_never_headlines_the_control(con
     control_row = result.headline.set_index("arm").loc["placebo_control"]
     assert control_row["label"] == "control (not isolated)"
     assert (result.ratios["arm"] == "placebo_control").any()  # still compared: shown as the control
-    assert set(result.savings["arm"]) == {"batching"} and set(result.warmth_invariance["arm"]) == {"batching"}
+    assert set(result.quality["arm"]) == {"batching"} and set(result.warmth_invariance["arm"]) == {"batching"}
+    assert result.savings.empty  # one prompt repeated: no per-prompt savings (issue 30 item 6)
 
 
 def test_a_control_is_no_baseline(control_batch: Path, tmp_path: Path) -> None:
