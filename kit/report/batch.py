@@ -619,12 +619,7 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: Design)
                 rows.get("interval_rests_on", pd.Series("", index=rows.index)).astype("string").fillna("") != ""
             ]
             if len(rests):
-                row = rests.iloc[0]
-                out.append(
-                    f"one-arm interval: {comparison} ({', '.join(map(str, rests['metric']))}) rests on "
-                    f"{row['interval_rests_on']}'s runs alone; an arm's mean from few runs misses long runs it did "
-                    f"not draw: {stats.ONE_ARM_NOTE} (docs/method.md#intervals)."
-                )
+                out.append(_shape_warning(comparison, rests))
         for _, row in _metric_rows(ratios, "grade").iterrows():
             if _num(row.get("upper")) < 0:
                 out.append(
@@ -635,6 +630,22 @@ def derived_warnings(ratios: pd.DataFrame, trials: pd.DataFrame, design: Design)
         out += _replication_warnings(ratios, trials)
     out += _trial_warnings(trials)
     return out
+
+
+def _shape_warning(comparison: str, rests: pd.DataFrame) -> str:
+    """'arms of different shape: a vs b (total_tokens) …': the flagged rows' noisier arm, how much more its runs vary,
+    and what the study's intervals covered in batches like it (``kit.stats.coverage``, docs/method.md#intervals)."""
+    row = rests.iloc[0]
+    spread, covered = _num(row.get("cv_ratio")), _num(row.get("study_coverage"))
+    varies = f" vary {spread:.1f}× as much as the other arm's (sample CV)" if not math.isnan(spread) else " vary more"
+    measured = (
+        f"; in the known-truth study such 95% intervals covered about {covered:.0%}" if not math.isnan(covered) else ""
+    )
+    return (
+        f"one-arm interval: {comparison} ({', '.join(map(str, rests['metric']))}) rests on "
+        f"{row['interval_rests_on']}'s runs alone: its runs{varies}, arms of different shape, and an arm's mean from "
+        f"few runs misses long runs it did not draw{measured}; {stats.ONE_ARM_NOTE} (docs/method.md#intervals)."
+    )
 
 
 def _replication_warnings(ratios: pd.DataFrame, trials: pd.DataFrame) -> list[str]:
