@@ -28,9 +28,10 @@ run stage's stop rule.
 The package, floor by floor (each module imports only those before it): ``records`` (what the functions
 return, the required columns, :func:`finished`), ``intervals`` (the interval methods), ``compare``
 (:func:`ratio`, :func:`ratios`, :func:`per_prompt_savings`), ``warmth`` (:func:`warmth_invariance`) and
-``planning`` (:func:`plan`, :func:`should_continue`), ``quality`` (:func:`quality_gate`, the non-inferiority test of
-the grade, docs/method.md#grading) and ``family`` (:func:`holm`, the decisive comparisons judged together,
-docs/method.md#family). Import from ``kit.stats``: these names are its surface.
+``planning`` (:func:`plan`, :func:`should_continue`), ``coverage`` (:func:`study_coverage`: what the known-truth
+study measured for a batch's case, printed beside its interval), ``quality`` (:func:`quality_gate`, the
+non-inferiority test of the grade, docs/method.md#grading) and ``family`` (:func:`holm`, the decisive comparisons
+judged together, docs/method.md#family). Import from ``kit.stats``: these names are its surface.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from kit.stats.compare import (
     ratio,
     ratios,
 )
+from kit.stats.coverage import SPREAD_RATIO, STUDY_COVERAGE, StudyCoverage, spread_ratio, study_coverage
 from kit.stats.family import holm
 from kit.stats.intervals import (
     ANALYTIC_METHODS,
@@ -112,8 +114,10 @@ __all__ = [
     "SCIPY_METHODS",
     "SE_FLOOR",
     "SKEW_SHRINK",
+    "SPREAD_RATIO",
     "STITCH_LABEL",
     "STOP_FIRST_LOOK",
+    "STUDY_COVERAGE",
     "WARN_RUNS",
     "Bounds",
     "Comparison",
@@ -125,6 +129,7 @@ __all__ = [
     "Statistic",
     "StitchError",
     "StopDecision",
+    "StudyCoverage",
     "WarmthInvariance",
     "any_simulated",
     "bounded",
@@ -144,6 +149,8 @@ __all__ = [
     "ratios",
     "require_columns",
     "should_continue",
+    "spread_ratio",
+    "study_coverage",
     "two_level_means",
     "warmth_invariance",
 ]
