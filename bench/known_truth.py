@@ -777,6 +777,9 @@ def arm_report(arms: pd.DataFrame, classes: pd.DataFrame, reps: int) -> list[str
     others = cov.drop(index="batching arm", level="data")
     moved = float((others["log-t"] - others["log-t, no CV floor"]).abs().max())
     short = [f"{d} at {n}" for (d, n), row in cov[methods].iterrows() if row.max() < intervals.MEAN_GOOD]
+    lower_cost = float((cov["log-t, uncapped"] - cov["log-t"]).max())
+    both_cost = float((cov["log-t, uncapped"] - cov["log-t, capped at both ends"]).max())
+    both_other = float((others["log-t, uncapped"] - others["log-t, capped at both ends"]).max())
     lines = [
         "## Per-arm intervals",
         "",
@@ -791,8 +794,10 @@ def arm_report(arms: pd.DataFrame, classes: pd.DataFrame, reps: int) -> list[str
         "**The choice**: the floor is the smallest of 0.02 / 0.05 / 0.1 that holds the batching arm >= 93% at 5, "
         "10 and 20 runs (without it that arm's five-run samples, 59% of which hold only the common path, are "
         "covered only when they hold a rare one); on the other shapes it moves coverage by at most "
-        f"{moved:.3f}. Capping the upper bound at the largest run costs coverage wherever an arm's runs can all "
-        "fall below its mean, so only the lower bound is capped. `bootstrap-t` covers heavy tails better from 10 "
+        f"{moved:.3f}. Capping the upper bound at the largest run too cost up to {both_cost:.3f} on the batching "
+        f"arm (the floor's reach is above its runs) and {both_other:.3f} elsewhere (a skewed arm's few runs often "
+        f"all fall below its mean), the lower bound alone at most {lower_cost:.3f}, so only the lower bound is "
+        "capped. `bootstrap-t` covers heavy tails better from 10 "
         "runs but is far wider at 5 (see the widths), so the default stays `log-t`. No candidate reaches "
         f"{intervals.MEAN_GOOD:.0%} on " + ", ".join(short) + " runs; there `mean_interval`'s note quotes the "
         "coverage of the shape class below.",

@@ -36,11 +36,11 @@ def _pilot_cvs(
     """Each arm's CV of ``metric`` in a pilot batch's finished trials, raised to a ``level`` upper confidence bound.
 
     Token counts are right-skewed, and the plain sample CV of a few runs is mostly below the arm's (five
-    lognormal CV 1.0 runs: median 0.73), so planning from it under-planned about 2x. Each arm's CV is read
+    lognormal CV 1.0 runs: median 0.69), so planning from it under-planned about 2x. Each arm's CV is read
     from the variance of its log runs (a lognormal's CV is sqrt(exp(var) - 1)), and the sum of the two
     variances, which sets the log ratio's standard error, is bounded by chi-square with Satterthwaite df
     (n - 1 per arm when one dominates, 2(n - 1) when they are equal); both arms are scaled by that bound.
-    Bounding each arm at ``level`` alone planned a third more and met its plan in 92-95% of lognormal pilots.
+    Bounding each arm at ``level`` alone planned about 40% more (a sweep of 300 pilots: met in 92-95% on lognormal).
     """
     require_columns(pilot, ["arm", metric], "plan(pilot)")
     ok = finished(pilot)
