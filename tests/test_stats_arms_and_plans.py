@@ -13,7 +13,9 @@ import pytest
 from kit import stats
 from kit.errors import InputError
 from kit.experiment.design import ParamError
+from kit.report import batch as report
 from kit.stats import intervals, planning
+from tests.report_tables import DESIGN, report_headline, report_ratios, report_trials
 
 PLACEBO = [11_309.0, 12_000.0, 15_000.0, 30_000.0, 76_661.0]  # the placebo trials: range 11,309-76,661
 
@@ -95,3 +97,14 @@ def test_a_five_run_pilot_plans_from_an_upper_bound_of_its_cvs():
     with pytest.raises(ParamError, match="'cv_bound'"):
         stats.plan(pilot=_pilot(a, b), precision=1.5, cv_bound=1.0)
     assert planning.PILOT_CV_BOUND == 0.8
+
+
+def test_the_reports_runs_needed_is_planned_from_the_batch_as_a_pilot_with_its_assurance(tmp_path):
+    md = report.write_report(
+        tmp_path, design=DESIGN, headline=report_headline(), ratios=report_ratios(), trials=report_trials(),
+        figures={}, warnings=[],
+    ).read_text()  # fmt: skip
+    (line,) = [x for x in md.splitlines() if x.startswith("Runs needed")]
+    assert "planned from a pilot of" in line and "raised to their 80% upper confidence bound" in line
+    assert "about 80% assurance" in line and "bench/known_truth.md#planner" in line
+    assert "median assurance" not in line
