@@ -505,24 +505,38 @@ def grid_report(scores: pd.DataFrame, reps: int) -> list[str]:
 
 
 def stop_report(stops: pd.DataFrame, reps: int) -> list[str]:
-    """The stopping rules: coverage at the stop, and runs against a fixed design."""
+    """The stopping rules: coverage at the stop, and runs against a fixed design of equal precision."""
     lines = [
         "## Stopping rules",
         "",
-        f"`kit.stats.should_continue`'s rules over balanced blocks of one run per arm, looking from "
-        f"{stats.STOP_FIRST_LOOK} to "
-        f"{STOP_MAX} runs per arm ({reps:,} sequences per row). *coverage* is of the interval reported at the stop "
-        "(the fixed-n 95% interval for a precision stop, the anytime-valid interval for an 'excludes 1' stop); "
-        "*reached* is the share of sequences that met the target before the cap (with a true ratio of 1 it is the "
-        "false-claim rate); *fixed n* is the planner's runs per arm for the same target at that share.",
+        f"`kit.stats.should_continue`'s rules over balanced blocks of one run per arm, from the first look to "
+        f"{STOP_MAX} runs per arm ({reps:,} sequences per row). The first rows are the rule as it ships (first look "
+        f"{stats.STOP_FIRST_LOOK}, the run stage's floor for `min_runs_per_arm`); the last two groups are the rules "
+        "it was chosen over. *interval* is the one published at the stop (analysis/ratios.csv's `total_tokens` "
+        "row, with `looks`): a precision stop's interval at the level whose width it read, the anytime-valid one "
+        "with `exclude_one`. *coverage* is over every sequence (a capped one publishes its last look's interval), "
+        "*when reached* over the sequences that stopped on the target; *reached* is their share (with a true ratio "
+        "of 1 it is the false-claim rate). *fixed n* is the fixed design of equal precision, simulated on the same "
+        "arms with the fixed-n 95% interval: for a precision rule the smallest n whose median upper/lower is at "
+        "most the rule's median at the stop; for 'excludes 1' the smallest n whose interval excludes 1 on the "
+        "truth's side as often as the rule stopped (equal power). *saved* = fixed n − mean runs, and its share of "
+        "fixed n.",
         "",
-        "| data | true ratio | rule | coverage | reached | mean runs | fixed n | runs saved |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        "| data | true ratio | rule | interval | first look | coverage | when reached | reached | mean runs "
+        "| fixed n | runs saved | saved |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in stops.itertuples(index=False):
-        fixed = "—" if not np.isfinite(r[6]) else f"{r[6]:.0f}"
-        saved = "—" if not np.isfinite(r[7]) else f"{r[7]:.1f}"
-        lines.append(f"| {r[0]} | {r[1]:g} | {r[2]} | {r[3]:.3f} | {r[4]:.3f} | {r[5]:.1f} | {fixed} | {saved} |")
+    for r in stops.to_dict("records"):
+        when = "—" if not np.isfinite(r["when reached"]) else f"{r['when reached']:.3f}"
+        fixed, saved, share = (
+            ("—", "—", "—")
+            if not np.isfinite(r["fixed n"])
+            else (f"{r['fixed n']:.0f}", f"{r['runs saved']:.1f}", f"{r['saved %']:+.0%}")
+        )
+        lines.append(
+            f"| {r['data']} | {r['true ratio']:g} | {r['rule']} | {r['interval']} | {r['first look']} "
+            f"| {r['coverage']:.3f} | {when} | {r['reached']:.3f} | {r['mean runs']:.1f} | {fixed} | {saved} | {share} |"
+        )
     return [*lines, ""]
 
 
@@ -1146,70 +1160,109 @@ def _pilot(data: str, n: int) -> pd.DataFrame:
 # ---------------------------------------------------------------- stopping rules
 
 
-STOP_MAX = 60
-STOP_CASES = (
-    ("lognormal CV 0.5", 1.3, "precision", 2.0),
-    ("lognormal CV 0.5", 1.0, "exclude_one", None),
-    ("lognormal CV 0.5", 1.3, "exclude_one", None),
-    ("lognormal CV 0.5", 2.0, "exclude_one", None),
-    (PACK_CELL, None, "precision", 2.0),
-    (PACK_CELL, None, "exclude_one", None),
-    ("bimodal", 1.3, "precision", 2.0),
-    ("heavy tails", 1.3, "precision", 2.0),
+STOP_MAX = 120
+_STOP_SHAPES = (("lognormal CV 0.5", 1.3), ("bimodal", 1.3), ("heavy tails", 1.3), (PACK_CELL, None))
+# (data, true ratio (None: the pack's own), rule, target, first look, precision interval's level); None for the
+# last two is the kit's own (STOP_FIRST_LOOK, kit.stats.planning.stop_confidence). The rule as it ships comes
+# first; then the two it was chosen over: the fixed-n 95% interval, and the 97% one from 10 runs per arm.
+STOP_CASES: tuple[tuple[str, float | None, str, float | None, int | None, float | None], ...] = (
+    *[(d, r, "precision", p, None, None) for d, r in _STOP_SHAPES for p in (1.5, 2.0)],
+    *[("lognormal CV 0.5", r, "exclude_one", None, None, None) for r in (1.0, 1.3, 2.0)],
+    *[(d, r, "exclude_one", None, None, None) for d in ("bimodal", "heavy tails") for r in (1.0, 1.3)],
+    (PACK_CELL, None, "exclude_one", None, None, None),
+    *[(d, r, "precision", p, None, 0.95) for d, r in _STOP_SHAPES for p in (1.5, 2.0)],
+    *[(d, r, "precision", p, 10, None) for d, r in _STOP_SHAPES for p in (1.5, 2.0)],
 )
 
 
 def stop_study(reps: int, cases: Sequence[int] | None = None) -> pd.DataFrame:
     """Each stopping rule of :func:`kit.stats.should_continue` over balanced blocks of one run per arm.
 
-    Coverage is of the interval reported at the stop (the fixed-n 95% interval for a precision stop; the
-    anytime-valid one for an 'excludes 1' stop, plus how often it excluded 1 when the truth is 1); the
-    fixed design compared is the planner's n for the same target at the assurance the rule achieved.
+    A sequence stops at the first look whose interval meets the target, else at ``STOP_MAX``; the interval
+    scored is the one the kit publishes at the stop (the precision stop's interval at its level, the
+    anytime-valid one with ``exclude_one``). *coverage* is over every sequence, *when reached* over those
+    that stopped on the target (the audit's measure). The fixed design compared is the one of equal
+    precision (:func:`_fixed_n`).
     """
     rows = []
-    for i, (data, ratio_, rule, value) in enumerate(STOP_CASES):
+    for i, (data, ratio_, rule, value, first_, level_) in enumerate(STOP_CASES):
         if cases is not None and i not in cases:
             continue
+        first = first_ or stats.STOP_FIRST_LOOK
+        stop = {"max_runs_per_arm": STOP_MAX, rule: value or True}
         rng = np.random.default_rng(700 + i)
         a, b, truth_ = draw_cell(data, STOP_MAX, ratio_ or 1.0, reps, rng)
         stopped = np.full(reps, STOP_MAX)
         lo_at, hi_at = np.full(reps, np.nan), np.full(reps, np.nan)
         done = np.zeros(reps, dtype=bool)
-        for n in range(stats.STOP_FIRST_LOOK, STOP_MAX + 1):
-            look = n - stats.STOP_FIRST_LOOK + 1
-            level = 0.95 if rule == "precision" else stats.look_confidence(look)
+        for n in range(first, STOP_MAX + 1):
+            look = n - first + 1
+            level = level_ or stats.planning.stop_confidence(stop, look, precision_stop=rule == "precision")
             lo, hi = _capped(a[:, :n], b[:, :n], *stats.interval(a[:, :n], b[:, :n], confidence=level), False)
-            hit = (hi / lo <= value) if rule == "precision" else ((lo > 1) | (hi < 1))
+            hit = (hi / lo <= value) if value else ((lo > 1) | (hi < 1))
             new = ~done & (hit | (n == STOP_MAX))
             stopped[new], lo_at[new], hi_at[new] = n, lo[new], hi[new]
             done |= new & hit
-        reached = float(done.mean())
+        covered, reached, width = (lo_at <= truth_) & (truth_ <= hi_at), float(done.mean()), np.median(hi_at / lo_at)
+        level = level_ or stats.planning.stop_confidence(stop, 1, precision_stop=rule == "precision")
         rows.append(
             {
                 "data": data,
                 "true ratio": round(truth_, 4),
-                "rule": f"{rule} {value:g}" if value else "excludes 1 (anytime)",
-                "coverage": float(np.mean((lo_at <= truth_) & (truth_ <= hi_at))),
+                "rule": f"precision {value:g}" if value else "excludes 1",
+                "interval": f"{level:.0%}" if rule == "precision" else "anytime-valid",
+                "first look": first,
+                "coverage": float(covered.mean()),
+                "when reached": float(covered[done].mean()) if done.any() else float("nan"),
                 "reached": reached,
                 "mean runs": float(stopped.mean()),
-                "fixed n": _fixed_n(data, rule, value, truth_, reached),
+                "fixed n": _fixed_n(data, ratio_, value, truth_, (float(width), reached), reps, 900 + i),
             }
         )
     out = pd.DataFrame(rows)
     out["runs saved"] = out["fixed n"] - out["mean runs"]
+    out["saved %"] = out["runs saved"] / out["fixed n"]
     return out
 
 
-def _fixed_n(data: str, rule: str, value: float | None, truth_: float, reached: float) -> float:
-    """The planner's runs per arm for the same target, at the share of batches the rule reached it in."""
-    if rule == "exclude_one" and abs(truth_ - 1) < 1e-9:
-        return float("nan")  # nothing to detect: the share that stopped is the false-claim rate
-    assurance = min(max(reached, 0.5), 0.99)
-    target = {"precision": value} if rule == "precision" else {"effect": truth_}
-    if data.startswith("lognormal"):
-        return stats.plan(float(data.split()[-1]), assurance=assurance, **target).runs_per_arm
-    pilot = _pilot(data, 400)
-    return stats.plan(pilot=pilot, arm=ARM, baseline=BASELINE, assurance=assurance, **target).runs_per_arm
+def _fixed_n(
+    data: str,
+    ratio_: float | None,
+    value: float | None,
+    truth_: float,
+    at_stop: tuple[float, float],
+    reps: int,
+    seed: int,
+) -> float:
+    """Runs per arm of the fixed design of equal precision, simulated on the same arms with the fixed-n 95% interval.
+
+    ``at_stop`` is the rule's (median upper/lower at the stop, share of sequences that reached the target).
+    For a precision rule: the smallest n whose median interval upper/lower is at most the rule's median at the
+    stop, so both designs print intervals of the same width that cover about 95% (the earlier
+    comparison, the planner at the share of sequences that reached the target, gave the rule the 99% assurance
+    its cap bought and showed savings of 8-100 runs; against equal median precision they were 0-2). For an
+    'excludes 1' rule: the smallest n whose interval excludes 1 on the truth's side as often as the rule
+    stopped on it (equal power); none with no effect to detect.
+    """
+    if value is None and abs(truth_ - 1) < 1e-9:
+        return float("nan")
+    width, reached = at_stop
+
+    def share(n: int) -> float:
+        a, b, _ = draw_cell(data, n, ratio_ or 1.0, reps, np.random.default_rng(seed))
+        lo, hi = _capped(a, b, *stats.interval(a, b), False)
+        return float(np.mean(hi / lo <= width) if value else np.mean(lo > 1 if truth_ > 1 else hi < 1))
+
+    goal = 0.5 if value else reached
+    low, high = stats.MIN_RUNS, stats.MIN_RUNS
+    while share(high) < goal:
+        if high > 4 * STOP_MAX:
+            return float("nan")  # a fixed design cannot match it within the range studied
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if share(mid) < goal else (low, mid)
+    return float(high if share(low) < goal else low)
 
 
 # ---- warmth check
@@ -1222,7 +1275,7 @@ WARMTH_SLIDE = (0.73, 0.58, 0.47)
 WARMTH_BATCHES = (3, 4, 6)
 WARMTH_CVS = (0.1, 0.3, 0.6)
 WARMTH_RUNS = 5  # per arm and batch, as a demo batch
-WARMTH_SCATTER = 0.05  # sd of a between-batch log-ratio shift unrelated to warmth, in the scope rows
+WARMTH_SCATTER = (0.05, 0.1)  # sd of a between-batch log-ratio shift unrelated to warmth, in the scope rows
 
 
 def _lognormal(cv: float, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -1230,9 +1283,9 @@ def _lognormal(cv: float, shape: tuple[int, ...], rng: np.random.Generator) -> n
     return np.exp(rng.normal(-s2 / 2, math.sqrt(s2), shape))
 
 
-def _warmth_cell(k: int, cv: float, slide: bool, scatter: float, reps: int, seed: int) -> dict:
-    """``reps`` sets of ``k`` batches at hit rates spread over 3%-67% along the slide's; each batch's runs
-    lognormal with ``cv``, and the true ratio flat (0.58) or on the slide (interpolated in log ratio)."""
+def _warmth_sets(k: int, cv: float, slide: bool, scatter: float, reps: int, seed: int) -> tuple:
+    """(fit, answers, true slope): ``reps`` sets of ``k`` batches at hit rates spread over 3%-67% along the slide's;
+    each batch's runs lognormal with ``cv``, the true ratio flat (0.58) or on the slide (interpolated in log ratio)."""
     from kit.stats import warmth
     from kit.stats.intervals import jackknife_var
 
@@ -1245,13 +1298,25 @@ def _warmth_cell(k: int, cv: float, slide: bool, scatter: float, reps: int, seed
     va, vb = jackknife_var(a, np.log), jackknife_var(b, np.log)
     n = np.full(k, WARMTH_RUNS)
     fit = warmth.warmth_slope(np.log(a.mean(-1) / b.mean(-1)), hits, va, vb, n, n)
-    said = warmth.dependence_of(fit.lower, fit.upper)
-    true_slope = float(np.polyfit(hits / warmth.SLOPE_UNIT, log_q, 1)[0])
+    return fit, warmth.dependence_of(fit.lower, fit.upper), float(np.polyfit(hits / warmth.SLOPE_UNIT, log_q, 1)[0])
+
+
+def _warmth_cell(k: int, cv: float, slide: bool, scatter: float, reps: int, seed: int) -> dict:
+    """One row: the answers of ``k`` batches, the median number of batches the undetermined sets say would tell,
+    and the share of sets of that many batches (same truth and noise) that do answer."""
+    from kit.stats import warmth
+
+    fit, said, true_slope = _warmth_sets(k, cv, slide, scatter, reps, seed)
     undetermined = said == "undetermined"
     needed = [
         warmth.batches_to_tell(warmth.WarmthSlope(*(np.asarray(f)[i] for f in fit)), k)
         for i in np.flatnonzero(undetermined)[:500]
     ]
+    median = float(np.median(needed)) if needed else float("nan")
+    told = float("nan")
+    if np.isfinite(median):
+        _, later, _ = _warmth_sets(int(median), cv, slide, scatter, max(reps // 4, 100), seed + 10_000)
+        told = float((later != "undetermined").mean())
     return {
         "truth": "slide" if slide else "flat",
         "scatter": scatter,
@@ -1262,7 +1327,8 @@ def _warmth_cell(k: int, cv: float, slide: bool, scatter: float, reps: int, seed
         "invariant": float((said == "invariant").mean()),
         "undetermined": float(undetermined.mean()),
         "covered": float(((fit.lower <= true_slope) & (true_slope <= fit.upper)).mean()),
-        "batches to tell": float(np.median(needed)) if needed else float("nan"),
+        "batches to tell": median,
+        "told then": told,
     }
 
 
@@ -1270,7 +1336,7 @@ def warmth_study(reps: int, seed: int = 900) -> pd.DataFrame:
     """The warmth check's answers on flat and sliding truths, at 3/4/6 batches and run CVs 0.1/0.3/0.6, plus flat
     truths whose batches also scatter by ``WARMTH_SCATTER`` in log ratio (a drift the model does not expect)."""
     cells = [(k, cv, slide, 0.0) for slide in (False, True) for k in WARMTH_BATCHES for cv in WARMTH_CVS]
-    cells += [(k, cv, False, WARMTH_SCATTER) for k in WARMTH_BATCHES for cv in (0.1, 0.3)]
+    cells += [(k, cv, False, sd) for sd in WARMTH_SCATTER for k in WARMTH_BATCHES for cv in (0.1, 0.3)]
     return pd.DataFrame([_warmth_cell(*cell, reps, seed + i) for i, cell in enumerate(cells)])
 
 
@@ -1288,18 +1354,20 @@ def warmth_report(df: pd.DataFrame, reps: int) -> list[str]:
         f"false-claim rate (≤ 5% wanted), on a slide row the power; *invariant* means the interval lies within "
         f"±{math.expm1(warmth.MATERIAL_SLOPE):.0%} per 10 points of hit rate. *covered* is the slope interval's "
         "coverage of the true (least-squares) slope; *batches to tell* the median projection the undetermined "
-        f"sets print. Rows with *scatter* > 0 shift each batch's log ratio by a normal draw of that sd, "
+        "sets print (where the slope's interval, projected from their spread, is too narrow not to answer), "
+        "*told then* the share of sets of that "
+        f"many batches ({max(reps // 4, 100):,} per row) that answer either way. Rows with *scatter* > 0 shift each batch's log ratio by a normal draw of that sd, "
         "unrelated to warmth: outside the model's assumption, they show what such drift costs.",
         "",
         "| truth | scatter | batches | run CV | slope | dependent | invariant | undetermined | covered "
-        "| batches to tell |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| batches to tell | told then |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in df.itertuples(index=False):
-        tell = "—" if not np.isfinite(r[9]) else f"{r[9]:.0f}"
+        tell, then = ("—", "—") if not np.isfinite(r[9]) else (f"{r[9]:.0f}", f"{r[10]:.3f}")
         lines.append(
             f"| {r.truth} | {r.scatter:g} | {r.batches} | {r.cv:g} | {r.slope:+.3f} | {r.dependent:.3f} | "
-            f"{r.invariant:.3f} | {r.undetermined:.3f} | {r.covered:.3f} | {tell} |"
+            f"{r.invariant:.3f} | {r.undetermined:.3f} | {r.covered:.3f} | {tell} | {then} |"
         )
     return [*lines, ""]
 

@@ -192,6 +192,10 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     upper: Annotated[float | None, _d("the interval's upper bound so far (null when not finite)")]
     add_block: Annotated[bool, _d("whether the rule asks for another block of runs")]
     reason: Annotated[str, _d("the rule's reason, as the run stage prints it")]
+    confidence: Annotated[
+        float | None, _d("level of that interval (anytime-valid with exclude_one); null before the first look")
+    ] = None
+    look: Annotated[int, _d("the rule's look (1 at its first; 0 before it): the anytime level's k")] = 0
 
 
 class StopRule(msgspec.Struct, frozen=True, kw_only=True):

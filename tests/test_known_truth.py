@@ -127,8 +127,9 @@ def test_grid_fast():
 def test_planner_and_stop_rule_fast():
     plans = kt.planner_check(300, cases=(1, 7)).set_index("target")  # CV 0.5: precision 1.5, effect 1.3
     assert plans["error"].abs().max() <= 0.2, plans.to_dict("records")
-    stops = kt.stop_study(300, cases=(0, 2, 4))
+    stops = kt.stop_study(300, cases=(1, 7, 15))  # precision 2 on lognormal and the pack's arms; pack, excludes 1
     assert stops["coverage"].min() >= 0.88 and (stops["mean runs"] <= kt.STOP_MAX).all()
+    assert (stops["interval"] == ["97%", "97%", "anytime-valid"]).all() and (stops["first look"] == 15).all()
 
 
 def test_few_runs_fast():
@@ -199,7 +200,14 @@ def test_planner_and_stop_rule_full():
     pilots = plans[(plans["from"] == "pilot of 5") & (plans["data"] != "heavy tails")]
     assert (pilots["met"] >= 0.8).all(), pilots.to_dict("records")  # Pareto tails: see docs/method.md#planning
     stops = kt.stop_study(kt.GRID_REPLICATIONS)
-    assert (stops["coverage"] >= 0.93).all(), stops.to_dict("records")  # the pack's arms too, looking from 15
+    shipped = stops[(stops["interval"] != "95%") & (stops["first look"] == stats.STOP_FIRST_LOOK)]
+    assert (shipped["coverage"] >= 0.93).all(), shipped.to_dict("records")  # the pack's arms too, looking from 15
+    null = (shipped["rule"] == "excludes 1") & (shipped["true ratio"] == 1)  # its stops are false claims
+    assert (shipped.loc[null, "reached"] <= 0.05).all()
+    # precision stops that stopped on the target, where enough did to score (the anytime rule's guarantee is over
+    # every sequence: its early stops at a small effect are the overshooting ones)
+    judged = shipped[shipped["rule"].str.startswith("precision") & (shipped["reached"] * kt.GRID_REPLICATIONS >= 100)]
+    assert (judged["when reached"] >= 0.93).all(), judged.to_dict("records")
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from kit.experiment.design import ParamError
 from kit.records import Manifest
 from kit.report import batch as report
 from kit.stages.analyze import matched_runs
+from kit.stats import planning
 from kit.stats.coverage import SPREAD_RATIO, spread_ratio, study_coverage
 from kit.stats.intervals import jackknife_var
 from tests.report_tables import DESIGN
@@ -197,6 +198,24 @@ def test_stop_rule():
 def test_look_confidence_spends_alpha_once():
     levels = [stats.look_confidence(k) for k in range(1, 10_000)]
     assert levels[0] > 0.95 and sum(1 - c for c in levels) < 0.05
+
+
+def test_a_stop_decision_carries_the_level_it_read_and_its_look():
+    """A precision stop reads (and the analysis publishes) the 97% interval: with the fixed-n 95% one the batches
+    that stopped on width undercovered (bench/known_truth.md#stopping-rules); an 'excludes 1' rule the anytime one."""
+    precision = {"precision": 2.0, "max_runs_per_arm": 40}
+    assert planning.stop_confidence(precision, 3) == pytest.approx(0.97)
+    tight = stats.should_continue(batch(16, cv=0.1), "a", "b", precision)
+    assert tight.look == 2 and tight.confidence == pytest.approx(0.97) and "(97% interval)" in tight.reason
+    row = stats.ratio(batch(16, cv=0.1), "total_tokens", "a", "b", confidence=0.97)
+    assert (tight.lower, tight.upper) == (row.lower, row.upper)
+    both = {**precision, "exclude_one": True}
+    assert planning.stop_confidence(both, 3) == stats.look_confidence(3)
+    assert planning.stop_confidence(both, 3, precision_stop=True) == pytest.approx(0.97)
+    waiting = stats.should_continue(batch(16, cv=2.0, seed=3), "a", "b", {**both, "precision": 1.01})
+    assert waiting.add_block and waiting.confidence == stats.look_confidence(2)
+    early = stats.should_continue(batch(12), "a", "b", precision)
+    assert early.look == 0 and math.isnan(early.confidence)
 
 
 def pack_like(n: int, *, seed: int = 0) -> pd.DataFrame:

@@ -215,7 +215,7 @@ def _question_warnings(params: RunParams, pack: tasks.TaskPack) -> list[str]:
 # second to import, and checking a batch without one (kit batch, before anything is written) needs none of it.
 _STOP_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "max_runs_per_arm": (lambda v: type(v) is int and v >= 1, "an integer >= runs_per_arm"),
-    "min_runs_per_arm": (lambda v: type(v) is int and v >= 1, "an integer >= 1, the first look (at least 5)"),
+    "min_runs_per_arm": (lambda v: type(v) is int and v >= 1, "an integer, the first look (the default is the floor)"),
     "precision": (lambda v: type(v) in (int, float) and v > 1, "an interval upper/lower > 1, e.g. 1.5"),
     "exclude_one": (lambda v: type(v) is bool, "true or false"),
 }
@@ -237,6 +237,14 @@ def _check_stop(params: RunParams, stop: Mapping[str, Any]) -> None:
     cap = stop["max_runs_per_arm"]
     if cap < params.runs_per_arm:
         raise ParamError("stop", f"max_runs_per_arm {cap} is below runs_per_arm {params.runs_per_arm}", STOP_RULE)
+    floor = stats.STOP_FIRST_LOOK
+    if stop.get("min_runs_per_arm", floor) < floor:
+        problem = (
+            f"min_runs_per_arm {stop['min_runs_per_arm']} is below the first look the known-truth study supports, "
+            f"{floor} runs per arm (bench/known_truth.md#stopping-rules: from fewer, batches stopped on a narrow "
+            "interval undercover)"
+        )
+        raise ParamError("stop", problem, f"{STOP_RULE}, with min_runs_per_arm >= {floor} or left out")
     if cap < _first_look(stop):
         problem = f"max_runs_per_arm {cap} comes before the rule's first look at {_first_look(stop)} runs per arm"
         raise ParamError("stop", problem, f"{STOP_RULE}, with min_runs_per_arm <= max_runs_per_arm")
@@ -534,10 +542,11 @@ def _decisions(p: RunParams, stop: Mapping[str, Any], bd: BatchDir, manifest: Ma
     for arm in p.arms:
         if arm != baseline:
             d = stats.should_continue(trials, arm, baseline, stop, matched=matched)
-            lower, upper = (v if math.isfinite(v) else None for v in (d.lower, d.upper))  # JSON has no NaN
-            out.append(
+            lower, upper, level = (v if math.isfinite(v) else None for v in (d.lower, d.upper, d.confidence))
+            out.append(  # None for NaN: JSON has none
                 Decision(scheduled_runs=runs, arm=arm, baseline=baseline, runs_per_arm=d.runs_per_arm,
-                         lower=lower, upper=upper, add_block=d.add_block, reason=d.reason)
+                         lower=lower, upper=upper, add_block=d.add_block, reason=d.reason, confidence=level,
+                         look=d.look)
             )  # fmt: skip
     return out
 

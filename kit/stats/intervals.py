@@ -557,6 +557,31 @@ def _check_values(x: np.ndarray, method: str) -> None:
         )
 
 
+def _within_data_noted(x: np.ndarray, lo: float, hi: float) -> tuple[float, float, bool, list[str]]:
+    """:func:`within_data` for one arm, with the notes that say what it did and why the bounds lie where."""
+    raw_lo = lo
+    lo, hi, flag = (float(v) for v in within_data(x, np.asarray(lo), np.asarray(hi)))
+    notes = []
+    if raw_lo < lo:
+        given = f"{raw_lo:,.0f}" if abs(raw_lo) >= 100 else f"{raw_lo:.3g}"
+        notes.append(f"lower bound raised to the smallest run (the interval model gave {given})")
+    if str(mean_shape(x)) == MEAN_SHAPES[0]:
+        notes.append(
+            f"the runs agree closer than a CV of {MEAN_CV_FLOOR:g}: the interval assumes that much spread, "
+            "for the longer paths such runs did not take"
+        )
+    elif hi > x.max():
+        notes.append("upper bound above the largest run: the interval allows for longer runs than these")
+    return lo, hi, bool(flag), notes
+
+
+_MEAN_HOW = {
+    "bootstrap-t": f"bootstrap-t on the log mean (CV floor {MEAN_CV_FLOOR:g})",
+    "log-t": f"t on the log mean (jackknife SE, CV floor {MEAN_CV_FLOOR:g})",
+    "t": "t-interval",
+}
+
+
 def mean_interval(
     values: Sequence[float] | np.ndarray,
     batches: Sequence | None = None,
@@ -595,14 +620,10 @@ def mean_interval(
         groups = [[x[[i for i, key in enumerate(keys) if key == level]]] for level in levels]
         lo, hi = two_level_interval(groups, confidence=confidence, log=method != "t")
         how = f"t over {len(levels)} batches ({len(levels) - 1} df)" + (" on the log mean" if method != "t" else "")
-    elif method in ("bootstrap-t", "log-t", "t"):
+    elif method in _MEAN_HOW:
         resamples = max(int(n_resamples), MIN_RESAMPLES)
         lo, hi = (float(v) for v in mean_bounds(x, method, confidence, n_resamples=resamples, seed=seed))
-        how = {
-            "bootstrap-t": f"bootstrap-t on the log mean (CV floor {MEAN_CV_FLOOR:g})",
-            "log-t": f"t on the log mean (jackknife SE, CV floor {MEAN_CV_FLOOR:g})",
-            "t": "t-interval",
-        }[method]
+        how = _MEAN_HOW[method]
     elif is_scipy_method(method):
         lo, hi = interval_scipy(
             (x,), _mean_stat, paired=False, confidence=confidence, n_resamples=n_resamples, seed=seed, method=method
@@ -613,19 +634,8 @@ def mean_interval(
     notes = [] if np.isfinite(lo) else ["degenerate data: no interval"]
     beyond = False
     if method != "t" and np.isfinite(lo):
-        raw_lo = lo
-        lo, hi, flag = (float(v) for v in within_data(x, np.asarray(lo), np.asarray(hi)))
-        beyond = bool(flag)
-        if raw_lo < lo:
-            given = f"{raw_lo:,.0f}" if abs(raw_lo) >= 100 else f"{raw_lo:.3g}"
-            notes.append(f"lower bound raised to the smallest run (the interval model gave {given})")
-        if str(mean_shape(x)) == MEAN_SHAPES[0]:
-            notes.append(
-                f"the runs agree closer than a CV of {MEAN_CV_FLOOR:g}: the interval assumes that much spread, "
-                "for the longer paths such runs did not take"
-            )
-        elif hi > x.max():
-            notes.append("upper bound above the largest run: the interval allows for longer runs than these")
+        lo, hi, beyond, said = _within_data_noted(x, lo, hi)
+        notes += said
     if len(levels) < 2 and np.isfinite(lo) and (coverage := _coverage_note(x, method)):
         notes.append(coverage)
     return Interval(mean=mean, lower=lo, upper=hi, method=how, note="; ".join(notes), bound_beyond_data=beyond)

@@ -62,8 +62,9 @@ def _pilot_cvs(
     df = total**2 / (var[0] ** 2 / (runs[0] - 1) + var[1] ** 2 / (runs[1] - 1)) if total > 0 else runs[0] - 1.0
     scale = df / float(sps.chi2.ppf(1 - level, df))
     point = [math.sqrt(math.expm1(v)) for v in var]
+    sizes = f"{runs[0]}" if runs[0] == runs[1] else f"{runs[0]} and {runs[1]}"
     source = (
-        f"from a pilot of {runs[1]} runs per arm: CVs {point[0]:.2f} and {point[1]:.2f} raised to their "
+        f"from a pilot of {sizes} runs per arm: CVs {point[0]:.2f} and {point[1]:.2f} raised to their "
         f"{level:.0%} upper confidence bound"
     )
     return math.sqrt(math.expm1(var[0] * scale)), math.sqrt(math.expm1(var[1] * scale)), source

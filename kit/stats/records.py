@@ -53,6 +53,15 @@ class Comparison(msgspec.Struct, frozen=True, kw_only=True):
     lower: Annotated[float, _LOWER]
     upper: Annotated[float, _UPPER]
     confidence: Annotated[float, _CONFIDENCE]
+    looks: Annotated[
+        int,
+        _doc(
+            "looks of the stop rule the batch grew under (docs/method.md#planning): on its `total_tokens` rows the "
+            "interval is the one the rule read at its last look, at its level (anytime-valid for `exclude_one`); "
+            "0 without a stop rule",
+            "count",
+        ),
+    ] = 0
     n_arm: Annotated[int, _doc("finished trials of the arm with a value", "count")]
     n_baseline: Annotated[int, _doc("finished trials of the baseline with a value", "count")]
     paired: Annotated[
@@ -201,8 +210,8 @@ class WarmthInvariance(msgspec.Struct, frozen=True, kw_only=True, eq=False):  # 
     batches_to_tell: Annotated[
         float,
         _doc(
-            "when `undetermined`: batches at hit rates spread like these after which the interval would answer "
-            "with 80% chance, projected from the observed slope and spread",
+            "when `undetermined`: batches at hit rates spread like these whose interval would be narrow enough to "
+            "answer either way, projected from the observed spread",
             "count",
         ),
     ]

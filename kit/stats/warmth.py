@@ -29,7 +29,6 @@ MATERIAL_SLOPE = math.log(1.03)
 # points of hit rate, so it would extrapolate over 10x the range seen, and hit rates equal to ~1e-12 made the
 # regression singular (LinAlgError) or its slope overflow exp() (issue #30 item 5).
 MIN_HIT_RATE_SPAN = 0.01
-TELL_ASSURANCE = 0.8  # "batches that would tell" tell with this probability, if the slope is as estimated
 
 
 class WarmthSlope(NamedTuple):
@@ -126,18 +125,16 @@ def warmth_slope(
 
 
 def batches_to_tell(fit: WarmthSlope, n_batches: int, confidence: float = 0.95) -> float:
-    """Batches (at hit rates spread like these, runs as noisy) after which the interval would answer either way
-    with ``TELL_ASSURANCE`` probability, were the slope and the noise what these batches show.
+    """Batches (at hit rates spread like these, runs as noisy) whose interval answers whatever the slope is.
 
-    The slope's standard error shrinks as 1/sqrt(batches); the interval answers "dependent" once its
-    half-width is below the slope's size, "invariant" once it is below the room left to ``MATERIAL_SLOPE``,
-    so the nearer of the two sets the count (the normal sample-size formula, z_0.975 + z_0.8). It is a
-    projection from the observed spread and slope, not a promise: another set of batches estimates both afresh.
+    An interval narrower than ``MATERIAL_SLOPE`` either excludes 0 or lies within +-``MATERIAL_SLOPE``, so
+    once its half-width is below half of it the check must answer "dependent" or "invariant". The slope's
+    standard error shrinks as 1/sqrt(batches), so the count follows from the spread these batches show,
+    not from their slope: a projection from a noisy slope promised answers the study did not see
+    (bench/known_truth.md#warmth-check). It is as good as that spread's estimate, itself from few runs.
     """
-    size = abs(float(fit.slope))
-    gap = max(size, MATERIAL_SLOPE - size)
-    z = sps.norm.ppf((1 + confidence) / 2) + sps.norm.ppf(TELL_ASSURANCE)
-    return float(max(n_batches + 1, math.ceil(n_batches * (z * float(fit.se) / gap) ** 2)))
+    z = sps.norm.ppf((1 + confidence) / 2)
+    return float(max(n_batches + 1, math.ceil(n_batches * (z * float(fit.se) / (MATERIAL_SLOPE / 2)) ** 2)))
 
 
 def dependence_of(lower: np.ndarray | float, upper: np.ndarray | float) -> np.ndarray:
@@ -194,9 +191,21 @@ def _warmth_verdict(rows: list[dict], fit: WarmthSlope | None, confidence: float
     return (
         "undetermined",
         f"cannot tell warmth dependence with these batches: {seen} holds both no change and a material one "
-        f"({material} per 10 points); about {needed:.0f} batches at hit rates spread like these would tell",
+        f"({material} per 10 points); about {needed:.0f} batches at hit rates spread like these would tell "
+        "(fewer with more runs each)",
         needed,
     )
+
+
+def _fit(rows: list[dict], confidence: float) -> WarmthSlope | None:
+    """:func:`warmth_slope` over the batches with a hit rate, or None when too few or their hit rates too alike."""
+    points = pd.DataFrame([r for r in rows if np.isfinite(r["hit_rate"])])
+    if len(points) < MIN_BATCHES_FOR_CACHE_CLAIM or np.ptp(points["hit_rate"]) < MIN_HIT_RATE_SPAN:
+        return None
+    hit, va, vb, na, nb = (
+        points[c].to_numpy() for c in ("hit_rate", "log_var_arm", "log_var_baseline", "n_arm", "n_baseline")
+    )
+    return warmth_slope(np.log(points["ratio"].to_numpy()), hit, va, vb, na, nb, confidence)
 
 
 def warmth_invariance(
@@ -227,18 +236,7 @@ def warmth_invariance(
         )
     if controls.empty:
         reasons.append("no non-isolated control arm (control=True) in those batches")
-    points = pd.DataFrame([r for r in rows if np.isfinite(r["hit_rate"])])
-    fit = None
-    if len(points) >= MIN_BATCHES_FOR_CACHE_CLAIM and np.ptp(points["hit_rate"]) >= MIN_HIT_RATE_SPAN:
-        fit = warmth_slope(
-            np.log(points["ratio"].to_numpy()),
-            points["hit_rate"].to_numpy(),
-            points["log_var_arm"].to_numpy(),
-            points["log_var_baseline"].to_numpy(),
-            points["n_arm"].to_numpy(),
-            points["n_baseline"].to_numpy(),
-            confidence,
-        )
+    fit = _fit(rows, confidence)
     dependence, verdict, needed = _warmth_verdict(rows, fit, confidence)
     if reasons:
         verdict = f"{verdict}; not a cache-dependent claim: {'; '.join(reasons)}"

@@ -1,14 +1,19 @@
 """The run stage's stop rule (``stop``, docs/method.md#planning): a batch grows in balanced blocks until
 ``kit.stats.should_continue`` says stop or ``max_runs_per_arm`` is reached.
 
-Two small batches of the batch-read pack on sdk-openai against the embedded provider: one whose loose
+Small batches of the batch-read pack on sdk-openai against the embedded provider: one whose loose
 precision is met at the first look, one whose target cannot be met, interrupted in its first added block
-and resumed, so it also shows a stopping batch resuming where it was and ending at the cap.
+and resumed, so it also shows a stopping batch resuming where it was and ending at the cap, and one that
+stops when its anytime-valid interval excludes 1 and publishes that interval. The run stage refuses a first
+look before ``kit.stats.STOP_FIRST_LOOK`` (the study's floor); these batches look from 5 runs per arm under
+a lowered floor (:func:`_floor`), which tests the growing, not the statistics.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +23,7 @@ from kit import stats
 from kit.cli import pipeline
 from kit.experiment import design
 from kit.experiment.design import ParamError
-from kit.stages import run
+from kit.stages import analyze, parse, run
 from tests.support import ROOT
 
 RULE_WORDS = "accepted: {max_runs_per_arm: N, precision: 1.5 and/or exclude_one: true}"
@@ -43,6 +48,14 @@ def _values(out: Path, batch: str, **over) -> dict:
     return params | over
 
 
+@contextmanager
+def _floor(runs: int = 5) -> Iterator[None]:
+    """The run stage's floor for ``min_runs_per_arm`` lowered, so a test batch looks from ``runs`` runs per arm."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stats, "STOP_FIRST_LOOK", runs)
+        yield
+
+
 def _manifest(folder: Path) -> dict:
     return json.loads((folder / "manifest.json").read_text())
 
@@ -52,7 +65,8 @@ def early(tmp_path_factory) -> Path:
     """Precision upper/lower 50 (any interval of five runs meets it): the first look at 5 runs per arm stops."""
     out = tmp_path_factory.mktemp("stop_early")
     stop = {"max_runs_per_arm": 8, "min_runs_per_arm": 5, "precision": 50}
-    return run.run_batch(run.configure(_values(out, "early", stop=stop)), progress=False)
+    with _floor():
+        return run.run_batch(run.configure(_values(out, "early", stop=stop)), progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +75,8 @@ def capped(tmp_path_factory) -> tuple[Path, dict, set[str]]:
     Returns the folder, the manifest as the interrupt left it, and the trials recorded by then."""
     out = tmp_path_factory.mktemp("stop_capped")
     stop = {"max_runs_per_arm": 6, "min_runs_per_arm": 5, "precision": 1.0001}
-    cfg = run.configure(_values(out, "capped", stop=stop))
+    with _floor():
+        cfg = run.configure(_values(out, "capped", stop=stop))
     real = run.runner
 
     def interrupting(backend: str):
@@ -74,14 +89,15 @@ def capped(tmp_path_factory) -> tuple[Path, dict, set[str]]:
 
         return one
 
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, _floor():
         mp.setattr(run, "runner", interrupting)
         with pytest.raises(Interrupt):
             run.run_batch(cfg, progress=False)
     folder = cfg.batch_dir.root
     recorded = {p.parent.name for p in folder.glob("raw/r*/meta.json")}
     interrupted = _manifest(folder)
-    run.run_batch(cfg, progress=False)
+    with _floor():
+        run.run_batch(cfg, progress=False)
     return folder, interrupted, recorded
 
 
@@ -93,6 +109,7 @@ def test_a_loose_precision_stops_at_the_first_look(early):
     (decision,) = record["decisions"]
     assert decision["add_block"] is False and decision["reason"].startswith("precision reached")
     assert decision["arm"] == "batching" and decision["baseline"] == "placebo" and decision["runs_per_arm"] == 5
+    assert decision["look"] == 1 and decision["confidence"] == pytest.approx(0.97)  # the precision stop's level
     assert 0 < decision["lower"] < decision["upper"] and decision["upper"] / decision["lower"] <= 50
     assert record["reason"] == f"batching: {decision['reason']}"
     assert len(run.schedule_table(early)) == len(manifest["schedule"]) == 10
@@ -121,14 +138,15 @@ def test_an_interrupted_stopping_batch_resumes_where_it_was(capped):
 
 def test_a_resumed_batch_that_stopped_runs_and_records_nothing_new(early):
     before = _manifest(early)
-    run.run_batch(run.configure(_values(early.parent, "early", stop=before["params"]["stop"])), progress=False)
+    with _floor():
+        run.run_batch(run.configure(_values(early.parent, "early", stop=before["params"]["stop"])), progress=False)
     after = _manifest(early)
     assert after["stop_rule"] == before["stop_rule"] and after["schedule"] == before["schedule"]
 
 
 def test_changing_the_stop_rule_on_resume_is_refused(early):
     values = _values(early.parent, "early", stop={"max_runs_per_arm": 9, "min_runs_per_arm": 5, "precision": 50})
-    with pytest.raises(ParamError, match="'stop': batch 'early' exists with stop="):
+    with _floor(), pytest.raises(ParamError, match="'stop': batch 'early' exists with stop="):
         pipeline.plan(values, stages=["run"])
 
 
@@ -155,6 +173,11 @@ BAD_STOPS = [
     ({"max_runs_per_arm": 20, "exclude_one": "yes"}, "exclude_one: got 'yes'"),
     ({"max_runs_per_arm": 2, "min_runs_per_arm": 2, "precision": 1.5}, "max_runs_per_arm 2 is below runs_per_arm 3"),
     ({"max_runs_per_arm": 8, "precision": 1.5}, "comes before the rule's first look at 15 runs per arm"),
+    (
+        {"max_runs_per_arm": 20, "min_runs_per_arm": 10, "precision": 1.5},
+        "min_runs_per_arm 10 is below the first look the known-truth study supports, 15 runs per arm "
+        "(bench/known_truth.md#stopping-rules",
+    ),
     ({"max_runs_per_arm": 20, "exclude_one": False}, "exclude_one: false and no precision: no target"),
     ({"max_runs_per_arm": 20, "precision": 1.5}, "'stop': a blocked order cannot grow in balanced blocks"),
     ([20, 1.5], "wrong type list"),
@@ -191,3 +214,40 @@ def test_the_run_notebook_states_the_plan_and_the_rule(tmp_path):
     assert plain == stats.plan_for_params(3)
     ruled = run.planning(run.configure(_values(tmp_path, "p", stop={"max_runs_per_arm": 40, "precision": 1.5})))
     assert ruled.startswith(plain) and "runs 15 runs per arm" in ruled and "up to 40 runs per arm" in ruled
+
+
+@pytest.fixture(scope="module")
+def anytime(tmp_path_factory) -> Path:
+    """An 'excludes 1' rule on the pack's large effect (ratio about 0.37), parsed and analysed."""
+    out = tmp_path_factory.mktemp("stop_anytime")
+    stop = {"max_runs_per_arm": 8, "min_runs_per_arm": 5, "exclude_one": True}
+    with _floor():
+        folder = run.run_batch(run.configure(_values(out, "anytime", stop=stop)), progress=False)
+    parse.parse_batch(folder)
+    analyze.analyze_batches([folder], baseline="placebo", n_resamples=1_000)
+    return folder
+
+
+def test_an_exclude_one_batch_publishes_its_anytime_interval(anytime):
+    """ratios.csv carries the interval the rule stopped on, not the fixed-n 95% one: looking until that one
+    excluded 1 claimed a difference in 6.5-8.4% of batches without one (issue 30's audit)."""
+    decision = _manifest(anytime)["stop_rule"]["decisions"][-1]
+    assert decision["look"] >= 1 and decision["confidence"] == pytest.approx(stats.look_confidence(decision["look"]))
+    ratios = pd.read_csv(anytime / "analysis/ratios.csv")
+    row = ratios[(ratios["metric"] == "total_tokens") & (ratios["arm"] == "batching")].iloc[0]
+    assert row["confidence"] == pytest.approx(decision["confidence"]) and row["looks"] == decision["look"]
+    assert (row["lower"], row["upper"]) == pytest.approx((decision["lower"], decision["upper"]), rel=1e-9)
+    trials = pd.read_parquet(anytime / "tables/trials.parquet")
+    published = stats.ratio(trials, "total_tokens", "batching", "placebo", confidence=decision["confidence"])
+    assert (row["lower"], row["upper"]) == pytest.approx((published.lower, published.upper), rel=1e-9)
+    assert row["confidence"] != pytest.approx(0.95)  # not the fixed-n 95% interval
+    assert f"anytime-valid over {decision['look']} look" in row["note"]
+    other = ratios[ratios["metric"] != "total_tokens"]
+    assert (other["looks"] == 0).all() and (other["confidence"] == 0.95).all()  # other metrics: not the rule's
+
+
+def test_a_first_look_below_the_floor_is_refused_with_the_study(tmp_path):
+    stop = {"max_runs_per_arm": 40, "min_runs_per_arm": stats.STOP_FIRST_LOOK - 1, "precision": 1.5}
+    with pytest.raises(ParamError, match=r"below the first look the known-truth study supports, 15 runs per arm"):
+        run.configure(_values(tmp_path, "low", stop=stop))
+    assert run.configure(_values(tmp_path, "at", stop={**stop, "min_runs_per_arm": 15})).params.stop is not None
