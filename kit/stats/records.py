@@ -315,3 +315,7 @@ class StopDecision:
     runs_per_arm: int
     lower: float
     upper: float
+    # The interval's level (NaN before the first look) and the look (1, 2, …; 0 before the first): the analysis
+    # publishes the interval at this level for a batch the rule stopped (docs/method.md#planning).
+    confidence: float = math.nan
+    look: int = 0
