@@ -390,7 +390,7 @@ def two_level_interval(
     if not var > 1e-12 * float(grad**2 @ np.diag(cov)[: len(grad)]):  # rounding, not spread: nothing varies
         return nan, nan
     half = float(sps.t.ppf((1 + confidence) / 2, fit.df)) * math.sqrt(var)
-    lo, hi = theta - half, theta + half
+    lo, hi = float(theta - half), float(theta + half)
     return (math.exp(lo), math.exp(hi)) if log else (lo, hi)
 
 
