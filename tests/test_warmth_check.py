@@ -15,6 +15,7 @@ import pandas as pd
 from kit import stats
 from kit.stats import warmth
 from kit.stats.intervals import jackknife_var, two_level_interval
+from tests.support import ROOT
 
 
 def _lognormal(cv: float, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -87,3 +88,28 @@ def test_two_level_interval_over_five_batches_of_five_runs_is_not_too_wide():
     bounds = np.array([two_level_interval(list(zip(a[i], b[i], strict=True)), confidence=0.95) for i in range(400)])
     covered = ((bounds[:, 0] <= 1.3) & (bounds[:, 1] >= 1.3)).mean()
     assert 0.91 <= covered < 0.985
+
+
+def _study_rows(section: str) -> list[list[str]]:
+    """The table rows of ``section`` in the committed bench/known_truth.md (cells as text)."""
+    text = (ROOT / "bench" / "known_truth.md").read_text()
+    assert f"## {section}\n" in text, f"bench/known_truth.md has no '{section}' section: regenerate it"
+    body = text.split(f"## {section}\n")[1].split("\n## ")[0]
+    rows = [line.strip("|").split("|") for line in body.splitlines() if line.startswith("| ")]
+    return [[c.strip() for c in r] for r in rows[1:]]  # without the header
+
+
+def test_the_committed_warmth_table_keeps_false_dependence_at_most_five_percent():
+    """bench/known_truth.md#warmth-check: flat truths in the model's scope ('scatter' 0) say 'dependent' <= 5%,
+    and docs/method.md#replication quotes that range."""
+    flat = [float(r[5]) for r in _study_rows("Warmth check") if r[0] == "flat" and r[1] == "0"]
+    assert len(flat) == 9 and max(flat) <= 0.05
+    method = (ROOT / "docs" / "method.md").read_text().split("## Replication\n")[1].split("\n## ")[0]
+    assert f"*dependent* {min(flat):.1%}–{max(flat):.1%}".replace("%–", "–") in method
+
+
+def test_the_committed_two_level_table_is_in_band():
+    """bench/known_truth.md#intervals-over-batches: 3/5 batches x 5/10 runs x three drifts, ratio and arm mean."""
+    rows = _study_rows("Intervals over batches")
+    assert len(rows) == 12
+    assert all(0.93 <= float(c) <= 0.97 for r in rows for c in r[3:5])
