@@ -169,6 +169,7 @@ def arm_summary(
                     "confidence": confidence,
                     "method": ci.method,
                     "note": ci.note,
+                    "bound_beyond_data": ci.bound_beyond_data,
                 }
             )
     return pd.DataFrame(rows)

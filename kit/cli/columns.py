@@ -329,9 +329,15 @@ TABLES: tuple[Table, ...] = (
             "confidence",
             "method",
             "note",
+            "bound_beyond_data",
         ],
         {
             "batches": ("the batches pooled, joined by `+`", "text"),
+            "bound_beyond_data": (
+                "the interval's model reached past the runs: a lower bound below the smallest run is raised to it, "
+                "an upper one above the largest is kept and the note says so (docs/method.md#intervals)",
+                "boolean",
+            ),
             "n": ("finished trials with a value", "count"),
             "failed": ("failed trials of the arm", "count"),
             "missing": ("finished trials whose value is unknown", "count"),

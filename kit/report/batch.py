@@ -748,16 +748,28 @@ def _arm_settings_lines(design: Design) -> list[str]:
     return ["Each arm as it ran:", "", md_table(rows.reindex(columns=columns)), ""]
 
 
-def _headline_table(headline: pd.DataFrame, unable: Iterable[str] = ()) -> pd.DataFrame:
+def _beyond_runs(arms: pd.DataFrame | None) -> set[str]:
+    """The arms whose total-token interval (arms.csv) reached past what their runs can produce."""
+    if arms is None or arms.empty or "bound_beyond_data" not in arms.columns:
+        return set()
+    rows = arms[(arms["metric"] == "total_tokens") & arms["bound_beyond_data"].map(lambda v: str(v).lower() == "true")]
+    return set(rows["arm"].astype(str))
+
+
+def _headline_table(
+    headline: pd.DataFrame, unable: Iterable[str] = (), arms: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """headline.csv with human headers and one cell per interval (its raw columns are for code, not readers); an arm
-    that could not do the task flagged so."""
-    unable = set(unable)
+    that could not do the task flagged so, and a per-arm interval that reached past the arm's runs (arms.csv's
+    ``bound_beyond_data``: an upper bound above the largest run is the model's, not the data's)."""
+    unable, beyond = set(unable), _beyond_runs(arms)
     prefix = "total_tokens_" if "total_tokens_mean" in headline.columns else ""
     ratio_col = next((c for c in ("ratio", "ratio_vs_baseline") if c in headline.columns), None)
     rows = []
     for _, r in headline.iterrows():
         label = r.get("label")
         flags = [str(label) if isinstance(label, str) else "", "cannot do the task" if r["arm"] in unable else ""]
+        flags += ["CI reaches past the runs (arms.csv note)"] if str(r["arm"]) in beyond else []
         rows.append(
             {
                 "arm": r["arm"],
@@ -1034,7 +1046,7 @@ def write_report(
     lines += ["## Design", "", _design_table(design), "", *_arm_settings_lines(design)]
     lines += batches_section(trials, ratios, design)
     unable = {u.arm for u in design.unable}
-    lines += ["## Per arm (total tokens)", "", md_table(_headline_table(headline, unable)), ""]
+    lines += ["## Per arm (total tokens)", "", md_table(_headline_table(headline, unable, arms)), ""]
     lines += cache_section(design, trials)
     lines += code_mode_section(trials, design)
     lines += _savings_section(savings)

@@ -246,3 +246,19 @@ def test_the_interval_says_what_the_study_measured_for_its_case(covered, clause)
         table.loc[0, "study coverage"] == f"{covered:.1%}"
         and table.loc[0, "family (Holm)"] == "decisive at 97.5% (of 2)"
     )
+
+
+def test_a_per_arm_interval_past_the_runs_is_flagged_in_the_per_arm_table():
+    """Issue 30 item 7: placebo's five trials were 11,309–76,661 tokens and its mean's CI read 5,927–130,264 with no
+    flag; arms.csv's ``bound_beyond_data`` now reaches the report's per-arm table."""
+    arms = pd.DataFrame(
+        [
+            {"arm": "placebo", "metric": "total_tokens", "bound_beyond_data": True},
+            {"arm": "batching", "metric": "total_tokens", "bound_beyond_data": False},
+            {"arm": "batching", "metric": "cycles", "bound_beyond_data": True},  # another metric: not this table's
+        ]
+    )
+    table = report._headline_table(report_headline(), arms=arms).set_index("arm")
+    assert table.loc["placebo", "flag"] == "CI reaches past the runs (arms.csv note)"
+    assert table.loc["batching", "flag"] == ""
+    assert (report._headline_table(report_headline())["flag"] == "").all()  # an older arms.csv: no column, no flag
