@@ -23,7 +23,7 @@ from kit.agents import sdk
 from kit.experiment import design
 from kit.provider import log as provider_log
 from kit.provider import serve, wire_openai
-from kit.stats import intervals
+from kit.stats import intervals, planning
 from kit.stats.coverage import STUDY_COVERAGE
 from tests.support import ROOT
 
@@ -158,6 +158,18 @@ def _committed(section: str, row_start: str, column: int) -> float:
     text = (STUDY.parent / "known_truth.md").read_text().split(f"## {section}\n")[1].split("\n## ")[0]
     (line,) = [x for x in text.splitlines() if x.startswith(row_start)]
     return float(line.split("|")[column].split("/")[0])
+
+
+def test_the_stop_rules_constants_are_the_committed_tables_choice():
+    """kit.stats.planning's STOP_FIRST_LOOK and STOP_MISS_SHARE as bench/known_truth.md's stop table chose them: the
+    rule as it ships covers >= 93% at the stop in every row, the fixed-n 95% interval it replaced did not."""
+    text = (STUDY.parent / "known_truth.md").read_text().split("## Stopping rules\n")[1].split("\n## ")[0]
+    rows = [[c.strip() for c in x.strip("|").split("|")] for x in text.splitlines() if x.startswith("| ")][1:]
+    level = f"{1 - planning.STOP_MISS_SHARE * 0.05:.0%}"
+    shipped = [r for r in rows if r[3] in (level, "anytime-valid") and r[4] == str(stats.STOP_FIRST_LOOK)]
+    assert len(shipped) == 16 and min(float(r[5]) for r in shipped) >= 0.93, shipped
+    replaced = [r for r in rows if r[3] == "95%"]
+    assert replaced and min(float(r[6]) for r in replaced) < 0.93
 
 
 def test_the_kits_notes_quote_the_committed_study():
