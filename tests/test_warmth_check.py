@@ -113,3 +113,13 @@ def test_the_committed_two_level_table_is_in_band():
     rows = _study_rows("Intervals over batches")
     assert len(rows) == 12
     assert all(0.93 <= float(c) <= 0.97 for r in rows for c in r[3:5])
+
+
+def test_batches_without_run_noise_or_hit_rates_are_not_judged():
+    """One run of an arm leaves its batch's noise unknown: no zero-width interval pretending to certainty."""
+    single = stats.warmth_invariance(batches([0.6, 0.5, 0.4], [0.1, 0.4, 0.7], cv=0.2, seed=1, runs=1), "a", "b")
+    assert single.dependence == "not judged" and math.isnan(single.slope_lower)
+    assert "run-to-run noise is unknown" in single.verdict
+    unknown = batches([0.6, 0.5, 0.4], [0.1, 0.4, 0.7], cv=0.2, seed=1).drop(columns=["cache_read_tokens"])
+    out = stats.warmth_invariance(unknown, "a", "b")
+    assert out.dependence == "not judged" and "hit rates are unknown" in out.verdict

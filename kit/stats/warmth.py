@@ -120,7 +120,7 @@ def warmth_slope(
         df = np.where(terms > 0, var**2 / terms, np.inf)
         se = np.sqrt(var)
     q = sps.t.ppf((1 + confidence) / 2, df)
-    half = np.where(se > 0, q * se, 0.0)
+    half = np.where(se > 0, q * se, np.where(se == 0, 0.0, np.nan))  # NaN: a batch's runs give no variance
     return WarmthSlope(slope, slope - half, slope + half, se, df, tau2)
 
 
@@ -162,13 +162,16 @@ def _warmth_verdict(rows: list[dict], fit: WarmthSlope | None, confidence: float
     ratios_ = np.array([r["ratio"] for r in rows])
     hits = np.array([r["hit_rate"] for r in rows])
     if fit is None or not (np.isfinite(fit.lower) and np.isfinite(fit.upper)):
-        span = np.nanmax(hits) - np.nanmin(hits) if np.isfinite(hits).any() else 0.0
-        why = (
-            f"their hit rates span {span:.2%} (a slope needs >= {MIN_HIT_RATE_SPAN:.0%}); batches at more "
-            "different hit rates would tell"
-            if fit is None
-            else "a batch has a single run per arm, so its run-to-run noise is unknown"
-        )
+        span = np.nanmax(hits) - np.nanmin(hits) if np.isfinite(hits).any() else float("nan")
+        if fit is not None:
+            why = "a batch has a single run of an arm, so its run-to-run noise is unknown"
+        elif np.isfinite(span):
+            why = (
+                f"their hit rates span {span:.2%} (a slope needs >= {MIN_HIT_RATE_SPAN:.0%}); batches at more "
+                "different hit rates would tell"
+            )
+        else:
+            why = "their hit rates are unknown (no cache_read_tokens and input_tokens)"
         return "not judged", f"cannot tell warmth dependence with these batches: {why}", nan
     est, lo, hi = float(fit.slope), float(fit.lower), float(fit.upper)
     seen = (
