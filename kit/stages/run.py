@@ -224,7 +224,9 @@ _STOP_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
 def _check_stop(params: RunParams, stop: Mapping[str, Any]) -> None:
     """Refuse a stop rule the run stage could not follow, before anything is written: the values of its keys
     here, its keys by ``kit.stats.should_continue`` itself on no trials (so the words are the ones a look
-    would use), then what the batch needs: a run-major order to grow in blocks, and a first look the cap allows."""
+    would use), then what the batch needs: a run-major order to grow in blocks, and a first look the cap allows
+    and no earlier than ``kit.stats.STOP_FIRST_LOOK``, the floor the known-truth stop table supports (an earlier
+    one is refused, not raised: a batch that asked for 5 and silently ran 15 would surprise its budget)."""
     from kit import stats
 
     arms = params.arms
