@@ -164,6 +164,19 @@ def _coverage_clause(row: pd.Series) -> str:
     return f" (such intervals covered about {covered:.0%} in the known-truth study{short})"
 
 
+def _conf_text(row: pd.Series) -> str:
+    """'95% CI', or for a batch grown by the stop rule the interval it published: '99.39% anytime-valid CI over
+    9 looks' (``exclude_one``) or '97% CI of the precision stop, over 9 looks' (``looks`` in ratios.csv)."""
+    conf, looks = _num(row.get("confidence")), _num(row.get("looks"))
+    level = f"{(0.95 if math.isnan(conf) else conf) * 100:.4g}%"
+    if math.isnan(looks) or looks < 1:
+        return f"{level} CI"
+    plural = "look" if looks == 1 else "looks"
+    if "anytime-valid" in str(row.get("note") or ""):
+        return f"{level} anytime-valid CI over {int(looks)} {plural}"
+    return f"{level} CI of the precision stop, over {int(looks)} {plural}"
+
+
 def _ratio_phrase(row: pd.Series, what: str) -> str:
     """'batching feeds 1.43× fewer total tokens than placebo (95% CI 1.30–1.56× fewer; ratio 0.70, 95% CI 0.64–0.77'
     — the open clause; the caller closes the parenthesis with n and the batch facts.
@@ -173,8 +186,7 @@ def _ratio_phrase(row: pd.Series, what: str) -> str:
     worded as one, whatever side of 1 the estimate fell on; the verdict is taken on unrounded bounds.
     """
     est, lo, hi = (_num(row.get(c)) for c in ("estimate", "lower", "upper"))
-    conf = _num(row.get("confidence"))
-    conf_text = f"{(0.95 if math.isnan(conf) else conf):.0%} CI"
+    conf_text = _conf_text(row)
     arm, baseline = row["arm"], row["baseline"]
     no_ci = math.isnan(lo) or math.isnan(hi)
     if no_ci:
@@ -194,10 +206,11 @@ def _ratio_phrase(row: pd.Series, what: str) -> str:
     if lo <= 1 <= hi:
         head = f"no difference in {what} shown between {arm} and {baseline} (ratio {_off_one(est, f'{est:.2f}')}; "
         return head + ratio_ci + ", which includes no difference" + _family_clause(row)
-    if est < 1:
+    if est < 1:  # the same interval twice, so the ratio's carries only its level
         fewer = f"{conf_text} {_ci_text(1 / hi, 1 / lo)}× fewer"
+        short = f"{conf_text.split(' ')[0]} CI {_ci_text(lo, hi)}{capped}{_coverage_clause(row)}"
         return (
-            f"{arm} feeds {1 / est:.2f}× fewer {what} than {baseline} ({fewer}; ratio {est:.2f}, {ratio_ci}"
+            f"{arm} feeds {1 / est:.2f}× fewer {what} than {baseline} ({fewer}; ratio {est:.2f}, {short}"
             + _family_clause(row)
         )
     return f"{arm} feeds {est:.2f}× more {what} than {baseline} (ratio {est:.2f}; {ratio_ci}" + _family_clause(row)
@@ -350,7 +363,7 @@ def _runs_needed_sentences(ratios: pd.DataFrame, trials: pd.DataFrame, design: D
     sample CVs of five runs the plan fell about 2x short; the sentence names the bound and its assurance.
     """
     out = []
-    level = stats.planning.PILOT_CV_BOUND
+    level = stats.PILOT_CV_BOUND
     for _, row in _treatments(_metric_rows(ratios, "total_tokens"), design).iterrows():
         est = _num(row.get("estimate"))
         if math.isnan(est) or est == 1 or "arm" not in trials.columns:

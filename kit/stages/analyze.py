@@ -284,9 +284,16 @@ def _stopped_intervals(
             said = f"the precision stop's {d.confidence:.0%} interval over {looks} (it stopped on its width)"
         note = "; ".join(n for n in (said, row.note) if n)
         for key, value in msgspec.structs.asdict(msgspec.structs.replace(row, looks=d.look, note=note)).items():
-            if key in out.columns and key != "from_batch":
+            if key in out.columns and key not in _KEPT_ON_STOP:
                 out.at[i, key] = value
+        if "decisive" in out.columns:  # the family's verdict holds only where the published interval agrees
+            out.at[i, "decisive"] = bool(r["decisive"]) and (row.lower > 1 or row.upper < 1)
     return out
+
+
+# What the stop rule's published interval leaves as compare() set it: the batch a row comes from, and the row's
+# place in the Holm family (its step-down intervals; ``decisive`` is then and-ed with the published interval).
+_KEPT_ON_STOP = frozenset({"from_batch", "family_size", "family_level", "family_lower", "family_upper", "decisive"})
 
 
 def observed(trials: pd.DataFrame, a: str, b: str) -> pd.DataFrame:

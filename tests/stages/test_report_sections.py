@@ -262,3 +262,17 @@ def test_a_per_arm_interval_past_the_runs_is_flagged_in_the_per_arm_table():
     assert table.loc["placebo", "flag"] == "CI reaches past the runs (arms.csv note)"
     assert table.loc["batching", "flag"] == ""
     assert (report._headline_table(report_headline())["flag"] == "").all()  # an older arms.csv: no column, no flag
+
+
+def test_a_stopped_batch_names_the_interval_it_published():
+    """The stop rule's ``exclude_one`` publishes its anytime-valid interval (ratios.csv ``looks``); the sentence
+    says which interval it quotes, at its own level, not "95% CI"."""
+    note = "anytime-valid over 9 looks (99.39% interval at the last)"
+    row = ratio_row("total_tokens", 0.4, 0.25, 0.8, confidence=0.9939, looks=9, note=note)
+    sentence = report.total_sentences(pd.DataFrame([row]), DESIGN)[0]
+    assert "(99.39% anytime-valid CI over 9 looks 1.25–4.00× fewer; ratio 0.40, 99.39% CI 0.25–0.80;" in sentence
+    precision = ratio_row("total_tokens", 1.5, 1.2, 1.9, confidence=0.97, looks=3, note="the precision stop's …")
+    assert (
+        "(ratio 1.50; 97% CI of the precision stop, over 3 looks 1.20–1.90;"
+        in report.total_sentences(pd.DataFrame([precision]), DESIGN)[0]
+    )

@@ -244,6 +244,7 @@ def test_an_exclude_one_batch_publishes_its_anytime_interval(anytime):
     assert f"anytime-valid over {decision['look']} look" in row["note"]
     other = ratios[ratios["metric"] != "total_tokens"]
     assert (other["looks"] == 0).all() and (other["confidence"] == 0.95).all()  # other metrics: not the rule's
+    assert row["family_size"] == 2 and bool(row["decisive"]) == (row["lower"] > 1 or row["upper"] < 1)  # Holm kept
 
 
 def test_a_first_look_below_the_floor_is_refused_with_the_study(tmp_path):
