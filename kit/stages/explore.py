@@ -184,7 +184,7 @@ def cross_ratios(
     n_resamples: int = 10_000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Ratios over all loaded batches that hold both arms (two-level bootstrap), via :func:`kit.stats.ratio`.
+    """Ratios over all loaded batches that hold both arms (a t over the batches' means), via :func:`kit.stats.ratio`.
 
     ``pairs`` defaults to every comparison some batch made. A pair whose arms never shared a batch raises
     :class:`kit.stats.StitchError` unless ``allow_stitch``; then its rows say "cross-run stitch".

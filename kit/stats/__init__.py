@@ -15,9 +15,9 @@ narrower than the studentized bootstrap it replaced (the coverages and widths: d
 Runs pair only when the design matched them (``matched=True``: the same question in the same run of every
 arm, a pack's prompt bank); a run index alone pairs nothing. Below ``MIN_RUNS`` runs per arm there is no
 interval; a bound beyond what any resample of the runs can produce is flagged (and capped, unpaired). Across
-batches, a two-level bootstrap resamples batches, then runs. Resampling intervals are seeded; degenerate
-data give the estimate with NaN bounds and a note. Five runs cannot show a long path an arm did not take,
-and no interval can cover what they do not show: a ratio whose interval rests on one arm's runs names that
+batches, a t-interval over the batches' means (batches - 1 df) takes their own scatter. Resampling intervals are
+seeded; degenerate data give the estimate with NaN bounds and a note. Five runs cannot show a long path an arm did
+not take, and no interval can cover what they do not show: a ratio of arms of different shape names the noisier
 arm (``interval_rests_on``) and says what such intervals covered in the study; so does a per-arm interval
 from few runs.
 
@@ -63,6 +63,7 @@ from kit.stats.intervals import (
     SE_FLOOR,
     SKEW_SHRINK,
     WARN_RUNS,
+    BatchMeans,
     Bounds,
     MeanCoverage,
     ScipyMethod,
@@ -73,6 +74,7 @@ from kit.stats.intervals import (
     mean_bounds,
     mean_interval,
     mean_shape,
+    two_level_interval,
     two_level_means,
 )
 from kit.stats.planning import (
@@ -102,7 +104,12 @@ from kit.stats.records import (
 from kit.stats.warmth import (
     MATERIAL_SLOPE,
     MIN_BATCHES_FOR_CACHE_CLAIM,
+    SLOPE_UNIT,
+    WarmthSlope,
+    batches_to_tell,
+    dependence_of,
     warmth_invariance,
+    warmth_slope,
 )
 
 __all__ = [
@@ -125,6 +132,7 @@ __all__ = [
     "SCIPY_METHODS",
     "SE_FLOOR",
     "SKEW_SHRINK",
+    "SLOPE_UNIT",
     "SPREAD_RATIO",
     "STITCH_LABEL",
     "STOP_FIRST_LOOK",
@@ -132,6 +140,7 @@ __all__ = [
     "STOP_MISS_SHARE",
     "STUDY_COVERAGE",
     "WARN_RUNS",
+    "BatchMeans",
     "Bounds",
     "Comparison",
     "Interval",
@@ -145,9 +154,12 @@ __all__ = [
     "StopDecision",
     "StudyCoverage",
     "WarmthInvariance",
+    "WarmthSlope",
     "any_simulated",
+    "batches_to_tell",
     "bounded",
     "data_range",
+    "dependence_of",
     "finished",
     "hit_rate",
     "holm",
@@ -167,6 +179,8 @@ __all__ = [
     "spread_ratio",
     "stop_confidence",
     "study_coverage",
+    "two_level_interval",
     "two_level_means",
     "warmth_invariance",
+    "warmth_slope",
 ]

@@ -325,7 +325,7 @@ def ratio(
     """Arm ``a`` against baseline ``b`` on ``metric``: mean(a) / mean(b) (a difference for grades), one
     ``analysis/ratios.csv`` row. Only batches that ran both arms count (else :class:`StitchError`, or with
     ``allow_stitch`` an unpaired "cross-run stitch"); runs pair only when ``matched`` or ``paired=True``;
-    ``method`` is the one-batch interval (``METHODS``; across batches, two-level percentile), and a bound
+    ``method`` is the one-batch interval (``METHODS``; across batches, a t over the batches' means), and a bound
     beyond any resample of the data is flagged (:func:`data_range`)."""
     ok = _checked(trials, metric, a, b, method, confidence)
     difference = metric in DIFFERENCE_METRICS

@@ -591,7 +591,7 @@ def mean_interval(
     seed: int = 0,
     method: str = DEFAULT_MEAN_METHOD,
 ) -> Interval:
-    """Mean of one arm with an interval (two-level bootstrap when the values span several batches).
+    """Mean of one arm with an interval (a t over the batches' means when the values span several batches).
 
     The default suits token counts (positive, right-skewed): the known-truth per-arm table chose it
     (bench/known_truth.md#per-arm-intervals). Where no candidate reached 93% for runs shaped like these

@@ -89,26 +89,30 @@ def quality_gate(
     check_confidence(confidence)
     ok = finished(trials)
     ga, gb = _grades(ok, arm), _grades(ok, baseline)
-    nan = math.nan
-    common = {"arm": arm, "baseline": baseline, "n_arm": len(ga), "n_baseline": len(gb), "margin": margin}
-    common |= {"confidence": confidence, "method": "Newcombe hybrid score (Wilson per arm)"}
+    nan, needed = math.nan, None
+    pa = float(ga.mean()) if len(ga) else nan
+    pb = float(gb.mean()) if len(gb) else nan
     if not (len(ga) and len(gb)):
         missing = " and ".join(name for name, g in ((arm, ga), (baseline, gb)) if not len(g))
-        return QualityGate(
-            **common, mean_arm=float(ga.mean()) if len(ga) else nan, mean_baseline=float(gb.mean()) if len(gb) else nan,
-            difference=nan, lower=nan, upper=nan, verdict=NOT_GRADED, runs_for_parity=None,
-            note=f"no graded trial of {missing}: a cheaper arm could be a worse one, and this batch cannot tell",
-        )  # fmt: skip
-    pa, pb = float(ga.mean()), float(gb.mean())
-    lower, upper = (float(v) for v in newcombe(pa, len(ga), pb, len(gb), confidence))
-    if lower > -margin:
-        verdict, note = PARITY_SHOWN, ""
-    elif upper < -margin:
-        verdict, note = WORSE, f"{arm}'s grade is below {baseline}'s by more than the margin {margin:g}"
+        lower = upper = nan
+        verdict, note = (
+            NOT_GRADED,
+            f"no graded trial of {missing}: a cheaper arm could be a worse one, and this batch cannot tell",
+        )
     else:
-        verdict, note = PARITY_NOT_SHOWN, f"the interval reaches a loss of {-lower:.2f}, beyond the margin {margin:g}"
-    needed = runs_for_parity((pa * len(ga) + pb * len(gb)) / (len(ga) + len(gb)), margin, confidence)
+        lower, upper = (float(v) for v in newcombe(pa, len(ga), pb, len(gb), confidence))
+        if lower > -margin:
+            verdict, note = PARITY_SHOWN, ""
+        elif upper < -margin:
+            verdict, note = WORSE, f"{arm}'s grade is below {baseline}'s by more than the margin {margin:g}"
+        else:
+            verdict, note = (
+                PARITY_NOT_SHOWN,
+                f"the interval reaches a loss of {-lower:.2f}, beyond the margin {margin:g}",
+            )
+            needed = runs_for_parity((pa * len(ga) + pb * len(gb)) / (len(ga) + len(gb)), margin, confidence)
     return QualityGate(
-        **common, mean_arm=pa, mean_baseline=pb, difference=pa - pb, lower=lower, upper=upper, verdict=verdict,
-        runs_for_parity=needed if verdict == PARITY_NOT_SHOWN else None, note=note,
+        arm=arm, baseline=baseline, n_arm=len(ga), n_baseline=len(gb), mean_arm=pa, mean_baseline=pb,
+        difference=pa - pb, lower=lower, upper=upper, confidence=confidence, margin=margin, verdict=verdict,
+        runs_for_parity=needed, method="Newcombe hybrid score (Wilson per arm)", note=note,
     )  # fmt: skip
