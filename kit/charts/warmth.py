@@ -127,7 +127,9 @@ def _replayed_curves(
             ax.plot(x, ratio, color=color, lw=2, label=f"replayed {arm_a} / {arm_b}")
             drawn.band += 1
         cold = float(np.nanmedian(curve["total_ratio"].to_numpy(float)))
-        ax.axhline(cold, color=REFERENCE_COLOR, ls="--", lw=1.2, label=f"{INPUT_LABEL} ({cold:.2f})")
+        which = f" {arm_a} / {arm_b}" if len(groups) > 1 else ""
+        line_color = color if which else REFERENCE_COLOR  # several pairs: each reference line in its pair's colour
+        ax.axhline(cold, color=line_color, ls="--", lw=1.2, label=f"{INPUT_LABEL}{which} ({cold:.2f})")
         if len(x) and 0 < np.nanmax(x) < 0.995:
             notes.append(
                 f"full cache survival ({arm_a} / {arm_b}) reaches a {np.nanmax(x):.0%} mean hit rate: "
@@ -156,9 +158,15 @@ def _observed_batches(ax: Axes, observed: pd.DataFrame, xs: list[float]) -> list
     xs += list(x)
     y = observed["uncached_ratio"].to_numpy(float)
     if "total_ratio" in observed.columns and observed["total_ratio"].notna().any():
-        total = float(np.nanmedian(observed["total_ratio"].to_numpy(float)))
-        several = f", median of {observed['total_ratio'].notna().sum()} batches" if len(observed) > 1 else ""
-        ax.axhline(total, color=REFERENCE_COLOR, ls=":", lw=1.6, label=f"{TOTAL_LABEL}{several} ({total:.2f})")
+        keys = ["arm_a", "arm_b"] if {"arm_a", "arm_b"} <= set(observed.columns) else []
+        per_pair = list(observed.groupby(keys, sort=True)) if keys else [(("a", "b"), observed)]
+        for (arm_a, arm_b), rows in per_pair:  # one line per pair: a median over pairs is no ratio of anything
+            total = float(np.nanmedian(rows["total_ratio"].to_numpy(float)))
+            n = int(rows["total_ratio"].notna().sum())
+            several = f", median of {n} batches" if n > 1 else ""
+            which = f" {arm_a} / {arm_b}" if len(per_pair) > 1 else ""
+            label = f"{TOTAL_LABEL}{which}{several} ({total:.2f})"
+            ax.axhline(total, color=REFERENCE_COLOR, ls=":", lw=1.6, label=label)
     ax.scatter(x, y, marker="D", s=46, color="black", zorder=4, label="observed batches", clip_on=False)
     for xi, yi, batch in zip(x, y, observed["batch"].astype(str), strict=True):
         ax.annotate(batch, (xi, yi), xytext=(5, 5), textcoords="offset points", fontsize=8)

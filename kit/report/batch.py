@@ -161,7 +161,36 @@ def _coverage_clause(row: pd.Series) -> str:
         return ""
     aim = 0.95 if math.isnan(conf) else conf
     short = f", not {aim:.0%}" if covered < stats.coverage.BAND_LOW else ""
-    return f" (such intervals covered about {covered:.0%} in the known-truth study{short})"
+    flagged = isinstance(row.get("interval_rests_on"), str) and bool(row.get("interval_rests_on"))
+    n = min(_num(row.get("n_arm")), _num(row.get("n_baseline")))
+    case = stats.study_coverage(int(n), flagged) if not math.isnan(n) else None
+    spread = (
+        f", {case.lowest:.0%}–{case.highest:.0%} by shape" if case is not None and case.lowest < case.highest else ""
+    )
+    return f" (such intervals covered about {covered:.0%} in the known-truth study{spread}{short})"
+
+
+def _capped_clause(row: pd.Series, lo: float, hi: float) -> str:
+    """', its lower bound 0.248 capped: the smallest ratio any resample of these runs gives, a limit of the data, not a
+    confidence bound' — for a row whose interval was capped at the data's range (``bound_beyond_data``), naming the
+    bound in the ratio's units; '' otherwise (a paired row is flagged without a cap: its bounds stay the model's)."""
+    if not _flag(row, "bound_beyond_data") or _flag(row, "paired"):
+        return ""
+    low, high = _num(row.get("resample_min")), _num(row.get("resample_max"))
+    sides = [
+        (name, v) for name, v, edge in (("lower", lo, low), ("upper", hi, high)) if math.isclose(v, edge, rel_tol=1e-9)
+    ]
+    if not sides:
+        return ", capped where these runs end: no resample of them gives a ratio beyond it"
+    which = " and ".join(f"{name} bound {_bound(v)}" for name, v in sides)
+    extreme = (
+        "the most extreme ratios"
+        if len(sides) == 2
+        else f"the {'smallest' if sides[0][0] == 'lower' else 'largest'} ratio"
+    )
+    return (
+        f", its {which} capped: {extreme} any resample of these runs gives, a limit of the data, not a confidence bound"
+    )
 
 
 def _conf_text(row: pd.Series) -> str:
@@ -197,11 +226,7 @@ def _ratio_phrase(row: pd.Series, what: str) -> str:
         word = "fewer" if est < 1 else "more"
         factor = 1 / est if est < 1 else est
         return f"{arm} feeds {factor:.2f}× {word} {what} than {baseline} (ratio {est:.2f}; {ci}"
-    capped = (
-        ", capped where these runs end: no resample of them gives a ratio beyond it"
-        if _flag(row, "bound_beyond_data")
-        else ""
-    )
+    capped = _capped_clause(row, lo, hi)
     ratio_ci = f"{conf_text} {_ci_text(lo, hi)}{capped}{_coverage_clause(row)}"
     if lo <= 1 <= hi:
         head = f"no difference in {what} shown between {arm} and {baseline} (ratio {_off_one(est, f'{est:.2f}')}; "
@@ -652,12 +677,14 @@ def _shape_warning(comparison: str, rests: pd.DataFrame) -> str:
     spread, covered = _num(row.get("cv_ratio")), _num(row.get("study_coverage"))
     varies = f" vary {spread:.1f}× as much as the other arm's (sample CV)" if not math.isnan(spread) else " vary more"
     measured = (
-        f"; in the known-truth study such 95% intervals covered about {covered:.0%}" if not math.isnan(covered) else ""
+        f"in the known-truth study such 95% intervals covered about {covered:.0%}"
+        if not math.isnan(covered)
+        else stats.ONE_ARM_NOTE
     )
     return (
         f"one-arm interval: {comparison} ({', '.join(map(str, rests['metric']))}) rests on "
         f"{row['interval_rests_on']}'s runs alone: its runs{varies}, arms of different shape, and an arm's mean from "
-        f"few runs misses long runs it did not draw{measured}; {stats.ONE_ARM_NOTE} (docs/method.md#intervals)."
+        f"few runs misses long runs it did not draw; {measured} (docs/method.md#intervals)."
     )
 
 

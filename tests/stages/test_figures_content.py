@@ -62,13 +62,18 @@ def _copy(name: str, into: Path) -> Path:
 def test_warmth_cold_end_is_the_input_ratio_and_the_total_ratio_is_drawn_apart(terse):
     observed, warmth = terse.observed, terse.warmth
     ax = charts.warmth_vs_ratio(warmth, observed, terse.design).axes[0]
-    cold = [line for line in ax.lines if line.get_label().startswith(charts.INPUT_LABEL)]
-    total = [line for line in ax.lines if line.get_label().startswith(charts.TOTAL_LABEL)]
-    assert len(cold) == 1 and len(total) == 1
-    assert cold[0].get_ydata()[0] == pytest.approx(warmth["total_ratio"].iloc[0])  # 0.99: mean input tokens a / b
-    assert total[0].get_ydata()[0] == pytest.approx(observed["total_ratio"].iloc[0])  # 1.09: the headline's ratio
-    assert cold[0].get_label() == "input-token ratio = the cold end (0.99)"
-    assert total[0].get_label() == "total-token ratio, observed (1.09)"
+    pairs = observed[["arm_a", "arm_b"]].drop_duplicates().itertuples(index=False)
+    for arm_a, arm_b in pairs:  # the example compares skill and baseline with terse: one pair of lines each
+        name = f"{arm_a} / {arm_b}"
+        cold = [line for line in ax.lines if line.get_label().startswith(f"{charts.INPUT_LABEL} {name} (")]
+        total = [line for line in ax.lines if line.get_label().startswith(f"{charts.TOTAL_LABEL} {name} (")]
+        assert len(cold) == 1 and len(total) == 1, name
+        swept = warmth[(warmth["arm_a"] == arm_a) & (warmth["arm_b"] == arm_b)]
+        seen = observed[(observed["arm_a"] == arm_a) & (observed["arm_b"] == arm_b)]
+        assert cold[0].get_ydata()[0] == pytest.approx(swept["total_ratio"].iloc[0])  # mean input tokens a / b
+        assert total[0].get_ydata()[0] == pytest.approx(seen["total_ratio"].iloc[0])  # the headline's ratio
+        assert cold[0].get_label() == f"{charts.INPUT_LABEL} {name} ({swept['total_ratio'].iloc[0]:.2f})"
+    assert "median of 2 batches" not in _legend(ax)  # two pairs of one batch are not two batches
     assert "total-token ratio (cold end)" not in _legend(ax)  # the old, untrue label
 
 
@@ -133,7 +138,8 @@ def test_forest_runs_the_way_the_headline_reads(batch_read):
 
 def test_forest_keeps_more_when_the_headline_says_more(terse):
     ratios, design = terse.ratios, terse.design
-    assert "1.09× more total tokens" in report.total_sentences(ratios, design)[0]
+    first = ratios[ratios["metric"] == "total_tokens"].iloc[0]
+    assert f"{first['estimate']:.2f}× more total tokens" in report.total_sentences(ratios, design)[0]
     ax = charts.ratio_forest(ratios, design).axes[0]
     assert ax.get_xlabel().startswith("times more = mean(arm) / mean(baseline)")
     point = next(line for line in ax.lines if line.get_marker() == "o")

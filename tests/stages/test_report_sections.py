@@ -229,14 +229,15 @@ def test_a_table_cell_never_prints_a_bound_that_is_not_1_as_1():
 @pytest.mark.parametrize(
     ("covered", "clause"),
     [
-        (0.903, "(such intervals covered about 90% in the known-truth study, not 95%)"),
-        (0.96, "(such intervals covered about 96% in the known-truth study)"),
+        (0.903, "(such intervals covered about 90% in the known-truth study, 85%–95% by shape, not 95%)"),
+        (0.96, "(such intervals covered about 96% in the known-truth study, 94%–100% by shape)"),
     ],
 )
 def test_the_interval_says_what_the_study_measured_for_its_case(covered, clause):
     """Issue 30: the headline said "95% CI" where intervals of arms of different shape held about 90%."""
+    flagged = "placebo" if covered < 0.93 else ""  # the flagged case quotes the study's range by shape
     row = ratio_row("total_tokens", 0.4, 0.25, 0.8, study_coverage=covered, family_size=2, family_level=0.975,
-                    family_lower=0.22, family_upper=0.9, decisive=True)  # fmt: skip
+                    family_lower=0.22, family_upper=0.9, decisive=True, interval_rests_on=flagged)  # fmt: skip
     sentence = report.total_sentences(pd.DataFrame([row]), DESIGN)[0]
     assert f"ratio 0.40, 95% CI 0.25–0.80 {clause}; decisive among the family's 2 comparisons (Holm: 97.5% CI " in (
         sentence
@@ -276,3 +277,16 @@ def test_a_stopped_batch_names_the_interval_it_published():
         "(ratio 1.50; 97% CI of the precision stop, over 3 looks 1.20–1.90;"
         in report.total_sentences(pd.DataFrame([precision]), DESIGN)[0]
     )
+
+
+def test_a_capped_bound_is_named_a_limit_of_the_data_not_a_confidence_bound():
+    """Issue 30 item 6: a capped bound is the sample's most extreme ratio, not a confidence bound."""
+    capped = ratio_row("total_tokens", 0.4, 0.2477, 0.80, bound_beyond_data=True, paired=False, resample_min=0.2477,
+                       resample_max=0.84)  # fmt: skip
+    sentence = report.total_sentences(pd.DataFrame([capped]), DESIGN)[0]
+    assert (
+        "ratio 0.40, 95% CI 0.25–0.80, its lower bound 0.248 capped: the smallest ratio any resample of these runs "
+        "gives, a limit of the data, not a confidence bound" in sentence
+    )
+    paired = {**capped, "paired": True}  # flagged, not capped: its bounds stay the model's
+    assert "capped" not in report.total_sentences(pd.DataFrame([paired]), DESIGN)[0]
