@@ -867,7 +867,10 @@ def _holm_cell(row: pd.Series) -> str:
     return f"{'decisive' if _flag(row, 'decisive') else 'not decisive'} at {level * 100:.4g}% (of {int(size)})"
 
 
-def _quality_section(trials: pd.DataFrame, ratios: pd.DataFrame, arms: pd.DataFrame | None) -> list[str]:
+def _quality_section(
+    trials: pd.DataFrame, ratios: pd.DataFrame, arms: pd.DataFrame | None, quality: pd.DataFrame | None = None
+) -> list[str]:
+    """Grades per arm, each grade difference, and the non-inferiority gate the headline states (quality.csv)."""
     out = ["## Quality parity", ""]
     summary = grade_summary(trials, arms) if "arm" in trials.columns else pd.DataFrame()
     if summary.empty or summary["graded"].sum() == 0:
@@ -881,6 +884,9 @@ def _quality_section(trials: pd.DataFrame, ratios: pd.DataFrame, arms: pd.DataFr
         lo, hi = _num(row["lower"]), _num(row["upper"])
         ci = "no interval: no variation in grades" if math.isnan(lo) else f"95% CI {lo:+.2f} to {hi:+.2f}"
         out += ["", f"Grade difference {row['arm']} − {row['baseline']}: {_num(row['estimate']):+.2f} ({ci})."]
+    if quality is not None and not quality.empty and "verdict" in quality.columns:
+        out += ["", "The non-inferiority gate (docs/method.md#grading):", ""]
+        out += [f"- {quality_sentence(gate)}" for _, gate in quality.iterrows()]
     return [*out, ""]
 
 
@@ -1090,7 +1096,7 @@ def write_report(
     lines += cache_section(design, trials)
     lines += code_mode_section(trials, design)
     lines += _savings_section(savings)
-    lines += _quality_section(trials, ratios, arms)
+    lines += _quality_section(trials, ratios, arms, quality)
     lines += _occupancy_section(batch_dir)
     lines += [
         "## All comparisons",

@@ -47,7 +47,10 @@ def test_an_arm_worse_beyond_the_margin_gets_no_efficiency_headline(graded: Path
     gate = result.quality.set_index("arm").loc["batching"]
     assert gate["verdict"] == quality.WORSE and gate["upper"] < -gate["margin"]
     plot.publish(folder)
-    opening = BatchDir(folder).report_md.read_text().split("## Warnings")[0]
+    text = BatchDir(folder).report_md.read_text()
+    opening = text.split("## Warnings")[0]
+    section = text.split("## Quality parity")[1].split("\n## ")[0]
+    assert "The non-inferiority gate" in section and "No efficiency headline for batching" in section
     assert "fewer total tokens" not in opening and "more total tokens" not in opening
     assert "No efficiency headline for batching against placebo" in opening
     text = report.headline_text(result.headline, result.ratios, result.design, result.quality)
