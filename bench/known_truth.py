@@ -535,7 +535,8 @@ def stop_report(stops: pd.DataFrame, reps: int) -> list[str]:
         )
         lines.append(
             f"| {r['data']} | {r['true ratio']:g} | {r['rule']} | {r['interval']} | {r['first look']} "
-            f"| {r['coverage']:.3f} | {when} | {r['reached']:.3f} | {r['mean runs']:.1f} | {fixed} | {saved} | {share} |"
+            f"| {r['coverage']:.3f} | {when} | {r['reached']:.3f} | {r['mean runs']:.1f} | {fixed} | {saved} "
+            f"| {share} |"
         )
     return [*lines, ""]
 
@@ -1356,7 +1357,8 @@ def warmth_report(df: pd.DataFrame, reps: int) -> list[str]:
         "coverage of the true (least-squares) slope; *batches to tell* the median projection the undetermined "
         "sets print (where the slope's interval, projected from their spread, is too narrow not to answer), "
         "*told then* the share of sets of that "
-        f"many batches ({max(reps // 4, 100):,} per row) that answer either way. Rows with *scatter* > 0 shift each batch's log ratio by a normal draw of that sd, "
+        f"many batches ({max(reps // 4, 100):,} per row) that answer either way. Rows with *scatter* > 0 shift "
+        "each batch's log ratio by a normal draw of that sd, "
         "unrelated to warmth: outside the model's assumption, they show what such drift costs.",
         "",
         "| truth | scatter | batches | run CV | slope | dependent | invariant | undetermined | covered "
@@ -1477,11 +1479,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     scores = grid(args.replications)
     took["grid"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    extra = arm_report(arm_coverage(args.replications), args.replications)
+    extra = arm_report(*arm_coverage(args.replications), args.replications)
     extra += planner_report(planner_check(args.replications), args.replications)
     extra += stop_report(stop_study(args.replications), args.replications)
-    extra += few_runs_report(one_arm_check(args.replications), unseen_check(args.replications), args.replications)
-    took["planner and stop rules"] = time.perf_counter() - t0
+    extra += few_runs_report(shape_check(args.replications), unseen_check(args.replications), args.replications)
+    extra += warmth_report(warmth_study(args.replications), args.replications)
+    extra += two_level_report(two_level_study(args.replications), args.replications)
+    extra += quality_report(quality_study(args.replications), args.replications)
+    extra += family_report(family_study(args.replications), args.replications)
+    took["per-arm, planner, stop rules, shapes, warmth, quality and family"] = time.perf_counter() - t0
     provider = run_provider(args.batches, args.per_path, took)
     lines = [
         "# Known-truth study: interval methods, the planner and the stop rules",
@@ -1525,6 +1531,142 @@ def run_provider(batches: int, per_path: int, took: dict) -> list[str]:
         scores = pd.concat([scores, score(trials, t["ratio"])])
     took["provider scoring"] = time.perf_counter() - t0
     return provider_report(setup, table, t, trials, scores)
+
+
+# ---------------------------------------------------------------- the quality gate and the family (issue #30)
+
+
+QUALITY_N = (5, 10, 20, 50, 100)
+QUALITY_SHAPES = ("pass/fail 0.95", "pass/fail 0.80", "partial credit 0.80")
+
+
+def _grades(shape: str, mean: float, shape_: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Grades in [0, 1] with ``mean``: pass/fail, or partial credit (a beta with sd 0.15 at mean 0.8)."""
+    if shape.startswith("pass/fail"):
+        return (rng.random(shape_) < mean).astype(float)
+    concentration = mean * (1 - mean) / 0.15**2 - 1
+    return rng.beta(mean * concentration, (1 - mean) * concentration, shape_)
+
+
+def quality_study(reps: int, seed: int = 1900) -> pd.DataFrame:
+    """``kit.stats.quality_gate``'s verdicts when the arm truly loses exactly the margin (the boundary: a parity
+    verdict there is the false-parity rate, at most 2.5% for a 95% two-sided interval) and when both arms score
+    alike (the share shown: the gate's power), on the vectorised Newcombe interval the gate computes."""
+    margin, rows = stats.QUALITY_MARGIN, []
+    for i, (shape, n) in enumerate(itertools.product(QUALITY_SHAPES, QUALITY_N)):
+        rng = np.random.default_rng(seed + i)
+        base_mean = float(shape.split()[-1])
+        shown = {}
+        for truth_, loss in (("loses the margin", margin), ("scores alike", 0.0)):
+            arm = _grades(shape, base_mean - loss, (reps, n), rng).mean(axis=-1)
+            base = _grades(shape, base_mean, (reps, n), rng).mean(axis=-1)
+            lower, _ = quality_gate_bounds(arm, base, n)
+            shown[truth_] = float(np.mean(lower > -margin))
+            shown[f"{truth_}, uncorrected"] = float(np.mean(_newcombe_uncorrected(arm, base, n) > -margin))
+        rows.append({"grades": shape, "n": n, **shown})
+    return pd.DataFrame(rows)
+
+
+def _newcombe_uncorrected(arm: np.ndarray, base: np.ndarray, n: int) -> np.ndarray:
+    """The lower bound of Newcombe's method 10 (Wilson intervals without continuity correction), re-implemented
+    here as the reference the gate's corrected interval (method 11) was chosen over."""
+    z = float(sps.norm.ppf((1 + CONFIDENCE) / 2))
+
+    def wilson(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        centre, half = (
+            (p + z**2 / (2 * n)) / (1 + z**2 / n),
+            z / (1 + z**2 / n) * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)),
+        )
+        return centre - half, centre + half
+
+    (la, _), (_, ub) = wilson(arm), wilson(base)
+    return arm - base - np.sqrt((arm - la) ** 2 + (ub - base) ** 2)
+
+
+def quality_gate_bounds(arm: np.ndarray, base: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The gate's interval for many batches at once: ``kit.stats.quality.newcombe``, the function the gate calls."""
+    from kit.stats.quality import newcombe
+
+    return newcombe(arm, n, base, n, CONFIDENCE)
+
+
+def quality_report(table: pd.DataFrame, reps: int) -> list[str]:
+    lines = [
+        "## Quality gate",
+        "",
+        f"`kit.stats.quality_gate` ({reps:,} simulated batches per row, margin {stats.QUALITY_MARGIN:g}): *false "
+        "parity* is the share of batches whose arm truly loses exactly the margin and that the gate still calls "
+        '"parity shown" (a 95% two-sided interval allows 2.5%); *shown when alike* is the share shown when both '
+        "arms score the same (the gate's power). Pass/fail grades at a mean of 0.95 and 0.80; partial credit: a beta "
+        "with mean 0.8 and sd 0.15 (its variance below the pass/fail one: the interval is conservative there). The "
+        "gate uses Newcombe's method 11 (continuity-corrected Wilson intervals); *uncorrected* is his method 10 on "
+        "the same batches, the candidate it was chosen over: it called parity above 2.5% of the time on pass/fail "
+        "grades.",
+        "",
+        "| grades | n per arm | false parity | shown when alike | uncorrected: false parity | shown when alike |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in table.itertuples(index=False):
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {r[4]:.3f} | {r[3]:.3f} | {r[5]:.3f} |")
+    return [*lines, ""]
+
+
+FAMILY_CASES = ((2, 5), (2, 10), (2, 20), (4, 10))
+
+
+def family_study(reps: int, seed: int = 1950) -> pd.DataFrame:
+    """Family-wise error of ``kit.stats.holm`` against none: ``arms`` treatments against one shared baseline,
+    lognormal CV 0.5, no true effect anywhere; the share of batches in which any comparison is called decisive."""
+    rows = []
+    for i, (arms, n) in enumerate(FAMILY_CASES):
+        rng = np.random.default_rng(seed + i)
+        base = draw("lognormal CV 0.5", (reps, n), rng)
+        treated = [draw("lognormal CV 0.5", (reps, n), rng) for _ in range(arms)]
+        any_raw = np.zeros(reps, dtype=bool)
+        any_holm = np.zeros(reps, dtype=bool)
+        for r in range(reps):
+            family = [_family_row(t[r], base[r], CONFIDENCE, k) for k, t in enumerate(treated)]
+            any_raw[r] = any(row.lower > 1 or row.upper < 1 for row in family)
+
+            def again(
+                row: stats.Comparison, level: float, arms_: list = treated, base_: np.ndarray = base, r: int = r
+            ) -> stats.Comparison:
+                k = int(row.arm)
+                return _family_row(arms_[k][r], base_[r], level, k)
+
+            any_holm[r] = any(row.decisive for row in stats.holm(family, again, confidence=CONFIDENCE))
+        rows.append({"treatments": arms, "n": n, "unadjusted": float(any_raw.mean()), "Holm": float(any_holm.mean())})
+    return pd.DataFrame(rows)
+
+
+def _family_row(a: np.ndarray, b: np.ndarray, level: float, k: int) -> stats.Comparison:
+    """One comparison as ``kit.stats.ratio`` makes it (default interval, capped), for the family study."""
+    lo, hi = _method(stats.DEFAULT_METHOD)(a[None], b[None], np.random.default_rng(0))
+    if level != CONFIDENCE:
+        lo, hi = _capped(a[None], b[None], *stats.interval(a[None], b[None], confidence=level), False)
+    return stats.Comparison(
+        comparison=f"{k} vs b", arm=str(k), baseline="b", metric="total_tokens", estimate=float(a.mean() / b.mean()),
+        lower=float(lo[0]), upper=float(hi[0]), confidence=level, n_arm=len(a), n_baseline=len(b), paired=False,
+        batches=1, method=stats.DEFAULT_METHOD, label="", small_n=False, resample_min=0.0, resample_max=0.0,
+        bound_beyond_data=False, interval_rests_on="", hit_rate_arm=0.0, hit_rate_baseline=0.0, simulated=True,
+        note="",
+    )  # fmt: skip
+
+
+def family_report(table: pd.DataFrame, reps: int) -> list[str]:
+    lines = [
+        "## Family",
+        "",
+        f"The family-wise error rate ({reps:,} simulated batches per row): treatments against one shared baseline, "
+        "lognormal CV 0.5, no true effect anywhere; the share of batches in which any comparison excludes 1 at "
+        "95% each (*unadjusted*) and in which `kit.stats.holm` calls any decisive (*Holm*, 5% family-wise).",
+        "",
+        "| treatments | n per arm | unadjusted | Holm |",
+        "|---:|---:|---:|---:|",
+    ]
+    for r in table.itertuples(index=False):
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]:.3f} | {r[3]:.3f} |")
+    return [*lines, ""]
 
 
 if __name__ == "__main__":

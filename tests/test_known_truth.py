@@ -192,6 +192,32 @@ def test_the_study_coverage_a_ratio_prints_is_the_committed_tables():
     assert table == committed and len(table) == 2 * len(kt.GRID_N[1:])
 
 
+def _section_rows(section: str) -> list[list[str]]:
+    text = (STUDY.parent / "known_truth.md").read_text().split(f"## {section}\n")[1].split("\n## ")[0]
+    return [[c.strip() for c in x.strip("|").split("|")] for x in text.splitlines() if x.startswith("| ")][1:]
+
+
+def test_the_quality_gate_and_the_family_hold_their_error_rates_in_the_committed_study():
+    """docs/method.md#grading and #family quote these tables: the gate (Newcombe's method 11) calls parity at most
+    2.5% of the time when the arm truly loses the margin, where method 10 did not; Holm keeps the family-wise error
+    near 5% where the unadjusted rows do not (2,000 batches per row: 0.05 + 2 standard errors is 0.060)."""
+    gate = _section_rows("Quality gate")
+    assert len(gate) == len(kt.QUALITY_SHAPES) * len(kt.QUALITY_N)
+    assert max(float(r[2]) for r in gate) <= 0.025 < max(float(r[4]) for r in gate)
+    family = _section_rows("Family")
+    assert len(family) == len(kt.FAMILY_CASES)
+    assert max(float(r[3]) for r in family) <= 0.060 and min(float(r[2]) for r in family) > 0.060
+
+
+def test_the_quality_gate_and_the_family_fast():
+    """The two studies' functions at a small size: the same verdicts the committed tables give, on the kit's own
+    quality_gate interval and kit.stats.holm."""
+    gate = kt.quality_study(400)
+    assert (gate["loses the margin"] <= 0.05).all() and (gate["scores alike"] >= 0).all()
+    family = kt.family_study(100)
+    assert (family["Holm"] <= family["unadjusted"]).all()
+
+
 @pytest.mark.slow
 def test_grid_full_chooses_the_default():
     """The committed table's rule: the default is in band in every n >= 5 cell of the issue's grid."""

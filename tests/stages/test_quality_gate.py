@@ -2,8 +2,8 @@
 non-inferiority test, and a comparison family is judged by Holm's step-down.
 
 The batch is the demo pack on the embedded provider (its grades are all 1.0), its trials then rewritten: the
-batching arm's answers graded wrong in most trials, so the arm is cheaper and worse. The report must not say it
-"feeds fewer tokens" without saying so."""
+batching arm's answers graded wrong in all trials but one half-right one, so the arm is cheaper and worse. The
+report must not say it "feeds fewer tokens" without saying so."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _regrade(folder: Path, into: Path, grades: dict[str, list[float]]) -> Path:
 
 
 def test_an_arm_worse_beyond_the_margin_gets_no_efficiency_headline(graded: Path, tmp_path: Path) -> None:
-    folder = _regrade(graded, tmp_path / "worse", {"batching": [0.0, 0.0, 0.0, 0.0, 1.0]})
+    folder = _regrade(graded, tmp_path / "worse", {"batching": [0.0, 0.0, 0.0, 0.0, 0.5]})
     result = analyze.analyze_batches([folder], n_resamples=1_000)
     gate = result.quality.set_index("arm").loc["batching"]
     assert gate["verdict"] == quality.WORSE and gate["upper"] < -gate["margin"]
@@ -61,11 +61,11 @@ def test_parity_not_shown_qualifies_the_headline(graded: Path, tmp_path: Path) -
     result = analyze.analyze_batches([graded], n_resamples=1_000, out_dir=tmp_path)
     gate = result.quality.iloc[0]
     assert gate["verdict"] == quality.PARITY_NOT_SHOWN  # five perfect answers a side cannot show a 0.1 margin
-    assert gate["runs_for_parity"] == quality.runs_for_parity(1.0, 0.1, 0.95) == 35
+    assert gate["runs_for_parity"] == quality.runs_for_parity(1.0, 0.1, 0.95) == 45
     (sentence,) = report.total_sentences(result.ratios, result.design, result.headline, result.quality)
     assert "total tokens" in sentence and "placebo" in sentence
-    assert "Quality parity is not shown" in sentence and "about 35 graded runs per arm would show it" in sentence
-    wider = analyze.analyze_batches([graded], n_resamples=1_000, out_dir=tmp_path / "m", quality_margin=0.5)
+    assert "Quality parity is not shown" in sentence and "about 45 graded runs per arm would show it" in sentence
+    wider = analyze.analyze_batches([graded], n_resamples=1_000, out_dir=tmp_path / "m", quality_margin=0.6)
     assert wider.quality.iloc[0]["verdict"] == quality.PARITY_SHOWN
     assert (
         "Quality parity shown" in report.total_sentences(wider.ratios, wider.design, wider.headline, wider.quality)[0]
@@ -73,9 +73,15 @@ def test_parity_not_shown_qualifies_the_headline(graded: Path, tmp_path: Path) -
 
 
 def test_newcombe_matches_its_published_example_and_refuses_bad_margins() -> None:
-    # Newcombe (1998), Table II, example (a): 56/70 against 48/80 gives 0.0524 to 0.3339 (method 10).
-    lower, upper = quality.newcombe(56 / 70, 70, 48 / 80, 80, 0.95)
-    assert (round(float(lower), 4), round(float(upper), 4)) == (0.0524, 0.3339)
+    # Newcombe (1998), Table II, method 11: 56/70 against 48/80 gives 0.0428 to 0.3422; 9/10 against 3/10,
+    # 0.1013 to 0.8387; 5/56 against 0/29, -0.0667 to 0.2037.
+    for (ka, na, kb, nb), published in (
+        ((56, 70, 48, 80), (0.0428, 0.3422)),
+        ((9, 10, 3, 10), (0.1013, 0.8387)),
+        ((5, 56, 0, 29), (-0.0667, 0.2037)),
+    ):
+        lower, upper = quality.newcombe(ka / na, na, kb / nb, nb, 0.95)
+        assert (round(float(lower), 4), round(float(upper), 4)) == published
     for bad in (0, 1, -0.1, True, "0.1"):
         with pytest.raises(ParamError, match="quality_margin"):
             quality.check_margin(bad)  # type: ignore[arg-type]
