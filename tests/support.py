@@ -18,10 +18,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kit.cli import pipeline
@@ -94,6 +95,29 @@ def pack_batch(params_file: str, outputs_dir: Path, **overrides: Any) -> Path:
     params = pipeline.load_params(str(ROOT / "params" / f"{params_file}.yaml"))
     params.update(outputs_dir=str(outputs_dir), **overrides)
     return run.run_batch(run.configure(params), progress=False)
+
+
+def warmth_batches(
+    ratios: list[float], hits: list[float], draw: Callable[[np.random.Generator, int], np.ndarray], seed: int,
+    runs: int = 5,
+) -> pd.DataFrame:  # fmt: skip
+    """Batches whose true uncached ratio is ``ratios[i]`` at hit rate ``hits[i]`` (each arm's runs its mean times
+    ``draw(rng, runs)``) and one non-isolated control trial each: the warmth check's input, for its tests."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, (q, hit) in enumerate(zip(ratios, hits, strict=True)):
+        for arm, mean in (("a", 1000 * q), ("b", 1000.0)):
+            for index, uncached in enumerate(mean * draw(rng, runs)):
+                inp = uncached / (1 - hit)
+                rows.append(
+                    {"batch": f"w{i}", "arm": arm, "run": index, "status": "ok", "control": False, "input_tokens": inp,
+                     "cache_read_tokens": inp - uncached, "uncached_input_tokens": uncached}
+                )  # fmt: skip
+        rows.append(
+            {"batch": f"w{i}", "arm": "c", "run": 0, "status": "ok", "control": True, "input_tokens": 10_000,
+             "cache_read_tokens": 9_000, "uncached_input_tokens": 1_000}
+        )  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 PACK_PARAMS = {"batch-read": "demo", "terse": "terse", "occupancy": "occupancy", "session-chain": "session-chain"}

@@ -19,7 +19,7 @@ from kit.stats import planning
 from kit.stats.coverage import SPREAD_RATIO, spread_ratio, study_coverage
 from kit.stats.intervals import jackknife_var
 from tests.report_tables import DESIGN
-from tests.support import ROOT, run_params
+from tests.support import ROOT, run_params, warmth_batches
 
 EXAMPLE = ROOT / "outputs" / "examples" / "batch-read" / "analysis" / "trials.csv"
 
@@ -103,23 +103,14 @@ def test_pairing_needs_a_matched_design():
 
 
 def warmth(ratios: list[float], hits: list[float], runs: int = 5, spread: float = 0.1) -> pd.DataFrame:
-    """Batches whose uncached ratio is ``ratios[i]`` at hit rate ``hits[i]``, runs spread by ``spread``, a control."""
-    rng = np.random.default_rng(4)
-    rows = []
-    for i, (q, hit) in enumerate(zip(ratios, hits, strict=True)):
-        for arm, mean in (("a", 1000 * q), ("b", 1000.0)):
-            noise = rng.normal(0, spread, runs)
-            for run, uncached in enumerate(mean * (1 + noise - noise.mean())):
-                inp = uncached / (1 - hit)
-                rows.append(
-                    {"batch": f"w{i}", "arm": arm, "run": run, "status": "ok", "control": False, "input_tokens": inp,
-                     "cache_read_tokens": inp - uncached, "uncached_input_tokens": uncached}
-                )  # fmt: skip
-        rows.append(
-            {"batch": f"w{i}", "arm": "c", "run": 0, "status": "ok", "control": True, "input_tokens": 10_000,
-             "cache_read_tokens": 9_000, "uncached_input_tokens": 1_000}
-        )  # fmt: skip
-    return pd.DataFrame(rows)
+    """Batches whose uncached ratio is ``ratios[i]`` at hit rate ``hits[i]``, runs spread by ``spread`` around their
+    mean exactly (so each batch's ratio is exact), a control."""
+
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        noise = rng.normal(0, spread, n)
+        return 1 + noise - noise.mean()
+
+    return warmth_batches(ratios, hits, draw, seed=4, runs=runs)
 
 
 def test_three_batches_falling_with_warmth_are_warmth_dependent():

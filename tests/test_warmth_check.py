@@ -15,7 +15,7 @@ import pandas as pd
 from kit import stats
 from kit.stats import warmth
 from kit.stats.intervals import jackknife_var, two_level_interval
-from tests.support import ROOT
+from tests.support import ROOT, warmth_batches
 
 
 def _lognormal(cv: float, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
@@ -25,21 +25,7 @@ def _lognormal(cv: float, shape: tuple[int, ...], rng: np.random.Generator) -> n
 
 def batches(ratios: list[float], hits: list[float], cv: float, seed: int, runs: int = 5) -> pd.DataFrame:
     """Batches whose true uncached ratio is ``ratios[i]`` at hit rate ``hits[i]``, lognormal runs, one control."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i, (q, hit) in enumerate(zip(ratios, hits, strict=True)):
-        for arm, mean in (("a", 1000 * q), ("b", 1000.0)):
-            for run, uncached in enumerate(mean * _lognormal(cv, (runs,), rng)):
-                inp = uncached / (1 - hit)
-                rows.append(
-                    {"batch": f"w{i}", "arm": arm, "run": run, "status": "ok", "control": False, "input_tokens": inp,
-                     "cache_read_tokens": inp - uncached, "uncached_input_tokens": uncached}
-                )  # fmt: skip
-        rows.append(
-            {"batch": f"w{i}", "arm": "c", "run": 0, "status": "ok", "control": True, "input_tokens": 10_000,
-             "cache_read_tokens": 9_000, "uncached_input_tokens": 1_000}
-        )  # fmt: skip
-    return pd.DataFrame(rows)
+    return warmth_batches(ratios, hits, lambda rng, n: _lognormal(cv, (n,), rng), seed, runs)
 
 
 def test_flat_ratios_under_run_noise_rarely_read_dependent():
