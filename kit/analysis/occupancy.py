@@ -27,6 +27,8 @@ of the same length (``priced_by``; docs/method.md#calibration). Then:
    fresh session: a trial's next main transcript file that starts its own
    conversation (``file_cycle`` 0; a resumed session's copy of its history is dropped by the reader, so
    it starts later), whose first request carries none of the earlier window (docs/method.md#compaction).
+   A compaction after the last request (a session that ends in an auto-compaction) counts among the
+   trial's compactions too, though no request shows what it left: the residual is the window it cleared.
    A growth smaller than expected by more than max(200 tokens, 5%) is shedding without an event
    (micro-compaction) and evicts the oldest results first, partly if need be. Below that tolerance a
    shortfall is attribution noise.
@@ -378,10 +380,13 @@ def _measure(gaps: list[_Gap]) -> str:
     return "mixed" if len(kinds) > 1 else next(iter(kinds), "")
 
 
-def _trial_rows(req: pd.DataFrame, gaps: list[_Gap], calibration: Calibration, window: int) -> list[dict]:
+def _trial_rows(req: pd.DataFrame, gaps: list[_Gap], calibration: Calibration, window: int, late: bool) -> list[dict]:
+    """The trial's rows; ``late``: a compaction after its last request (``_TrialGaps.late``), which counts
+    among its compactions though no request shows what it left: the residual is the window it cleared."""
     ctx_final, ctx_first = float(req["input_tokens"].iloc[-1]), float(req["input_tokens"].iloc[0])
     cpt, rel = calibration.chars_per_token, _relative_error(calibration)
     every, evicted, compactions = _attribute(gaps, cpt)
+    compactions += late
     parts = {}
     for category, chunks in every.items():
         tokens = sum(c.left for c in chunks)
@@ -485,6 +490,7 @@ class _TrialGaps(NamedTuple):
     gaps: list[_Gap] | None  # None: usage unknown
     measured: Calibration | None  # None: not measured on this trial (borrowed from its arm)
     priced_by: str  # what its results are priced by (``_units``)
+    late: bool = False  # a compaction event after the last request (an auto-compaction the session ended in)
 
 
 def _prepared(tool_results: pd.DataFrame) -> pd.DataFrame:
@@ -514,8 +520,10 @@ def _trials(
         if req["input_tokens"].isna().any() or req["output_tokens"].isna().any():
             trials.append(_TrialGaps(ident, req, None, None, units.how))
             continue
-        found = _gaps(req, mine, units, by_event.get(key, np.array([], dtype=np.int64)))
-        trials.append(_TrialGaps(ident, req, found, _measured(found), units.how))
+        cycles = by_event.get(key, np.array([], dtype=np.int64))
+        found = _gaps(req, mine, units, cycles)
+        late = bool((cycles > req["cycle"].max()).any())  # no gap holds it: no request follows
+        trials.append(_TrialGaps(ident, req, found, _measured(found), units.how, late))
     return trials
 
 
@@ -544,9 +552,10 @@ def measure(
     ``batch``, ``arm``, ``reasoning_tokens``, ``output_chars`` = characters of the response's output as the
     next prompt carries it, ``user_chars`` = characters of user text new in the request, ``sidechain``).
     ``tool_results``: ``kit.transcripts.tool_results`` rows (``cycle`` = first request carrying the result).
-    ``events``: compactions (``trial_id``, ``cycle`` = first request after it; rows with a ``kind`` other
-    than a compaction's, ``COMPACTION_KINDS``, are ignored). A trial with no calibration gap borrows the
-    ratio of its arm's measured trials in the same batch (``calibration`` "arm"), else the default.
+    ``events``: compactions (``trial_id``, ``cycle`` = first request after it, past the last request for one
+    after it, which counts too; rows with a ``kind`` other than a compaction's, ``COMPACTION_KINDS``, are
+    ignored; several events before the same request are one compaction). A trial with no calibration gap
+    borrows the ratio of its arm's measured trials in the same batch (``calibration`` "arm"), else the default.
     Trials are keyed by (batch, trial_id) when both tables have a ``batch`` column (filled): trial ids
     repeat across batches. A trial with a request of unknown usage gets NaN tokens and ``calibration``
     "usage unknown": missing is never zero.
@@ -561,12 +570,12 @@ def measure(
         if trial.measured is not None:
             pools.setdefault((trial.ident.get("batch"), trial.ident["arm"]), []).append(trial.measured)
     rows = []
-    for ident, req, gaps, measured, priced_by in trials:
+    for ident, req, gaps, measured, priced_by, late in trials:
         if gaps is None:
             rows += [{**ident, "category": c, "calibration": "usage unknown", "requests": len(req)} for c in CATEGORIES]
             continue
         calibration = measured or _borrowed(gaps, pools.get((ident.get("batch"), ident["arm"]), []))
-        trial_rows = _trial_rows(req, gaps, calibration, window_tokens)
+        trial_rows = _trial_rows(req, gaps, calibration, window_tokens, late)
         rows += [{**ident, **r, "priced_by": priced_by} for r in trial_rows]
     out = pd.DataFrame(rows, columns=COLUMNS)
     if not batched:
