@@ -53,7 +53,10 @@ def anthropic(usage: object) -> dict:
     """Anthropic Messages usage (also Claude Code's transcripts): cache counts are on top of input.
 
     A null cache count means the request used no cache (the API's own convention), so it adds 0;
-    the 1-hour share of the writes is known only where ``cache_creation`` breaks them down.
+    the 1-hour share of the writes is known only where ``cache_creation`` breaks them down. The writes are
+    the flat ``cache_creation_input_tokens`` unless it is absent or 0 while the breakdown holds writes: Claude
+    Code 2.1.152 could write 0 there with the writes only in ``cache_creation`` (its CHANGELOG), so then they
+    are the breakdown's 5-minute plus 1-hour counts.
     """
     if type(usage) is dict and (found := _anthropic_plain(usage)) is not None:
         return found
@@ -68,7 +71,7 @@ def _anthropic_checked(usage: object) -> dict:
     breakdown = usage.get("cache_creation")
     write_1h = _count(breakdown, "ephemeral_1h_input_tokens") if isinstance(breakdown, Mapping) else None
     write = _count(usage, "cache_creation_input_tokens")
-    if write is None and isinstance(breakdown, Mapping):
+    if not write and isinstance(breakdown, Mapping):  # absent, or 0 beside the writes (2.1.152): the breakdown's
         write = (_count(breakdown, "ephemeral_5m_input_tokens") or 0) + (write_1h or 0)
     write, read = write or 0, _count(usage, "cache_read_input_tokens") or 0
     if inp is None or inp + write + read == 0:
@@ -95,6 +98,11 @@ def _anthropic_plain(usage: dict) -> dict | None:
         return None
     if (write_1h is not None and (type(write_1h) is not int or write_1h < 0)) or "output_tokens_details" in usage:
         return None
+    if write == 0 and type(breakdown) is dict:  # the writes may be only in the breakdown (``anthropic``)
+        write_5m = breakdown.get("ephemeral_5m_input_tokens")
+        if write_5m is not None and (type(write_5m) is not int or write_5m < 0):
+            return None
+        write = (write_5m or 0) + (write_1h or 0)
     side = inp + write + read
     if side == 0:  # unknown: the general code says so
         return None

@@ -37,7 +37,9 @@ def same_as_checked(plain, checked, value: dict) -> None:
     usage(
         ANTHROPIC,
         {
-            "cache_creation": st.fixed_dictionaries({}, optional={"ephemeral_1h_input_tokens": COUNTS}),
+            "cache_creation": st.fixed_dictionaries(
+                {}, optional={"ephemeral_1h_input_tokens": COUNTS, "ephemeral_5m_input_tokens": COUNTS}
+            ),
             "output_tokens_details": st.just({"thinking_tokens": 3}),
         },
     )
