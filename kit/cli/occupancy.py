@@ -13,8 +13,8 @@ import pandas as pd
 from kit import transcripts
 from kit.analysis import occupancy_block
 from kit.analysis.occupancy import WINDOW_TOKENS, measure
-from kit.errors import KitError
-from kit.transcripts import sources
+from kit.errors import InputError, KitError
+from kit.transcripts import codex_exec, sources
 
 
 def _files(patterns: list[str]) -> list[Path]:
@@ -34,8 +34,14 @@ def _files(patterns: list[str]) -> list[Path]:
 def session(path: Path, window_tokens: int = WINDOW_TOKENS) -> pd.DataFrame:
     """One session file's occupancy rows (trial id = the file name), as the parse stage would number it.
 
-    Subagent responses inside it are left out (their own window); a subagent's file given alone is shown."""
+    Subagent responses inside it are left out (their own window); a subagent's file given alone is shown. A file of
+    whole turns (``codex_exec.turn_rows``) has no block: an ``InputError`` says why."""
     req, res = transcripts.tables([path])
+    if codex_exec.turn_rows(req).any():  # one file, one format: all its rows are turns
+        raise InputError(
+            f"its {len(req)} rows are whole turns of `codex exec --json` (no per-request usage), whose input sums "
+            "the turn's prompts: occupancy needs the last request's; read the thread's rollout (~/.codex/sessions)"
+        )
     req, _ = sources.number(req)
     if not (~req["sidechain"] & (req["file_role"] == "main")).any():  # a subagent's file alone: its own window
         req = req.assign(file_role="main", sidechain=False)

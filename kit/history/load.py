@@ -20,7 +20,7 @@ import pandas as pd
 from kit import transcripts
 from kit.analysis import pricing
 from kit.history.result import History
-from kit.transcripts import sources
+from kit.transcripts import codex_exec, sources
 from kit.transcripts.twins import twins
 
 
@@ -32,15 +32,18 @@ def default_paths() -> list[Path]:
     return [p for p in found if p.is_dir()]
 
 
-def _identity(path: str, fmt: str) -> dict:
+def _identity(path: str, fmt: str, trial: object) -> dict:
     """Session, project and role of a transcript file, from where the CLI writes it.
 
     Claude Code: ``projects/<project>/<session>.jsonl``, subagents in ``<session>/subagents/``.
     Codex: ``sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``, the project being the ``cwd`` of its
-    ``session_meta``. Anything else: the file is the session, its folder the project.
+    ``session_meta``. ``codex exec --json`` stdout: the thread its reader names (``trial``), which a resumed
+    run's files share. Anything else: the file is the session, its folder the project.
     """
     p = Path(path)
     role = sources.file_role(p, fmt)
+    if fmt == codex_exec.FORMAT and isinstance(trial, str):
+        return {"session": trial, "project": p.parent.name, "role": role}
     if fmt == "claude_session" and p.parent.name == "subagents":
         return {"session": p.parent.parent.name, "project": p.parent.parent.parent.name, "role": role}
     if fmt == "codex_rollout":
@@ -71,7 +74,8 @@ def load(
     """
     req, res = transcripts.tables(list(paths), cache=cache, tool_paths=True)
     attrs = req.attrs
-    ident = {p: _identity(p, f) for p, f in req.groupby("source_path", sort=False)["source_format"].first().items()}
+    firsts = req.groupby("source_path", sort=False)[["source_format", "trial_id"]].first()
+    ident = {p: _identity(str(p), f, t) for p, f, t in firsts.itertuples()}
     req = req.assign(
         session=req["source_path"].map(lambda p: ident[p]["session"]).astype("string"),
         project=req["source_path"].map(lambda p: ident[p]["project"]).astype("string"),
@@ -84,7 +88,7 @@ def load(
         events_by_path.setdefault(str(event.get("source_path")), []).append(event)
     for session, part in req.groupby("session", sort=False):
         part.attrs = attrs
-        rows, numbering = sources.number(part)
+        rows, numbering = _numbered(part)
         key = {"batch": "history", "arm": "history", "run": 0, "trial_id": str(session)}
         numbered.append(rows.assign(**key))
         own = rows["source_path"].unique()
@@ -105,6 +109,25 @@ def load(
     history.unpriced = _unpriced(req)
     history.twins = twins(req)
     return history
+
+
+def _numbered(part: pd.DataFrame) -> tuple[pd.DataFrame, sources.Numbering]:
+    """``sources.number`` of one session, whose ``codex exec --json`` rows (whole turns, without times) keep the
+    thread's turn their reader gave them.
+
+    ``number`` takes untimed files in their given order and starts each main file's turns after the previous
+    one's; a thread's turns read from several files (a run and its ``exec resume``) are already numbered
+    across them (``codex_exec``), so its files are given in turn order and the turn is the reader's.
+    """
+    turns = codex_exec.turn_rows(part)
+    if not turns.any():
+        return sources.number(part)
+    ordered = part.sort_values("cycle", kind="stable")
+    ordered.attrs = part.attrs
+    rows, numbering = sources.number(ordered)
+    mine = codex_exec.turn_rows(rows)
+    rows["turn"] = rows["turn"].mask(mine, rows["file_cycle"] + 1)
+    return rows, numbering
 
 
 def _in_range(req: pd.DataFrame, since: str | None, until: str | None) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from kit.files import write_table, write_text
 from kit.history import result as records
 from kit.history.result import Result
 from kit.report.batch import html_page, interval, md_table
+from kit.transcripts import codex_exec
 from kit.transcripts.twins import Twin
 
 METHOD = "docs/method.md"
@@ -170,6 +171,7 @@ def _intro(result: Result) -> list[str]:
         f"{len(h.issues):,} parse issues (`tables/parse_issues.csv`).",
         "",
         *twin_lines(h.twins),
+        *turn_lines(h.requests),
         "## Totals",
         "",
         "The same sums as the parse stage (`python -m kit parse`) on these files "
@@ -196,6 +198,25 @@ def twin_lines(found: list[Twin]) -> list[str]:
     ]
     if len(found) > TWINS_LISTED:
         lines.append(f"- … {len(found) - TWINS_LISTED:,} more in `analysis/twins.csv`")
+    return [*lines, ""]
+
+
+def turn_lines(req: pd.DataFrame) -> list[str]:
+    """A note on the rows that are whole turns, not responses (``codex_exec.turn_rows``: ``codex exec --json``
+    stdout has no per-request usage): counted in the totals and views, left out of what needs one row per
+    response, so the report says which sessions those are before any total."""
+    turns = req[codex_exec.turn_rows(req)]
+    if turns.empty:
+        return []
+    per = turns.groupby("trial_id", sort=True)["total_tokens"].agg(["size", lambda s: s.sum(min_count=1)])
+    lines = [
+        f"**{len(turns):,} of the {len(req):,} rows are whole turns of `codex exec --json` stdout**, not responses "
+        "(the stream has no per-request usage; a turn's input sums its requests' prompts): they are in the totals "
+        "and views, and left out of the cycles, context growth, occupancy and structural cache, which need one row "
+        f"per response ({METHOD}#transcripts).",
+        "",
+    ]
+    lines += [f"- `{s}`: {int(n):,} turns, {_tokens(tokens)} tokens" for s, (n, tokens) in per.iterrows()]
     return [*lines, ""]
 
 

@@ -16,25 +16,53 @@ import pandas as pd
 from kit.analysis import cachemodel, occupancy_block
 from kit.analysis import occupancy as occ
 from kit.history.result import COSTS, GAP_BINS, GAP_LABELS, PROFILES, SEED, History
+from kit.transcripts import codex_exec
+
+TURNS = "whole turns"  # the calibration of a session whose rows are whole turns (codex exec --json): no block
+TURNS_NOTE = "codex exec --json rows are whole turns (no per-request usage): a turn's input sums its prompts"
 
 
 def session_occupancy(history: History, window_tokens: int = occ.WINDOW_TOKENS) -> pd.DataFrame:
-    """``kit.analysis.occupancy.measure`` of every session (trial = session), the batch analysis's code unchanged."""
-    if history.requests.empty:
-        return pd.DataFrame(columns=occ.COLUMNS)
-    req = history.requests.drop(columns=COSTS)
+    """``kit.analysis.occupancy.measure`` of every session (trial = session), the batch analysis's code unchanged.
+
+    Rows that are whole turns (``codex_exec.turn_rows``) and their tool results are left out: a turn's input sums
+    its requests' prompts, not the last prompt occupancy measures; the report names them."""
+    turns = codex_exec.turn_rows(history.requests)
+    apart = _turns_apart(history.requests, turns)
+    if not (~turns).any():
+        return apart
+    req = history.requests[~turns].drop(columns=COSTS)
     # Only the columns it reads, text as plain objects: it selects each request's results from its session's
     # (a boolean index per request), and Arrow-backed text columns cost far more per selection (bench/parse.md).
     keys = ["batch", "arm", "run", "trial_id"]
-    res = history.tool_results[[*keys, "cycle", "category", "chars", "framing_chars", "o200k_tokens"]]
+    res = history.tool_results
+    res = res[~res["source_path"].isin(set(history.requests.loc[turns, "source_path"])).fillna(False).astype(bool)]
+    res = res[[*keys, "cycle", "category", "chars", "framing_chars", "o200k_tokens"]]
     res = res.astype({c: object for c in ("batch", "arm", "trial_id", "category")})
-    return occ.measure(req, res, events=history.events, window_tokens=window_tokens)
+    measured = occ.measure(req, res, events=history.events, window_tokens=window_tokens)
+    apart = apart[~apart["trial_id"].isin(set(measured["trial_id"]))]
+    if apart.empty:
+        return measured
+    return pd.concat([measured, apart.astype(measured.dtypes.to_dict())], ignore_index=True)
+
+
+def _turns_apart(req: pd.DataFrame, turns: pd.Series) -> pd.DataFrame:
+    """Occupancy rows of the sessions of whole turns: no tokens, calibration ``TURNS`` and its note, so that the
+    occupancy table names every session and says why these have no block (as measure does for unknown usage)."""
+    part = req[turns]
+    rows = [
+        {"batch": b, "arm": a, "run": r, "trial_id": t, "category": c, "calibration": TURNS, "requests": len(g)}
+        | {"calibration_note": TURNS_NOTE}
+        for (b, a, r, t), g in part.groupby(["batch", "arm", "run", "trial_id"], sort=True)
+        for c in occ.CATEGORIES
+    ]
+    return pd.DataFrame(rows, columns=occ.COLUMNS).astype({"requests": "Int64"})
 
 
 def occupancy_blocks(occupancy_rows: pd.DataFrame, window_tokens: int, sessions_: list[str]) -> dict[str, str]:
     """The printed occupancy block of each of ``sessions_`` (``kit.analysis.occupancy_block``) whose usage is
     known: the report prints the largest sessions' blocks."""
-    known = occupancy_rows[occupancy_rows["calibration"] != "usage unknown"]
+    known = occupancy_rows[~occupancy_rows["calibration"].isin(["usage unknown", TURNS])]
     return {
         s: occupancy_block.block(known[known["trial_id"] == s], window_tokens)
         for s in sessions_
@@ -48,10 +76,11 @@ def rebuilt(history: History) -> pd.DataFrame:
     Request k's prompt is request k−1's plus one new segment of ``ctx_k − ctx_{k−1}`` tokens (``ctx`` =
     ``input_tokens``, the whole prompt). Where that is negative, or a compaction came in between, the
     rule breaks (``rule_break``): the prompt becomes one fresh segment, a new lineage that shares nothing
-    with the old one (an unknown prefix is not assumed to be cached).
+    with the old one (an unknown prefix is not assumed to be cached). Rows that are whole turns
+    (``codex_exec.turn_rows``) hold no one prompt's size and are left out.
     """
     req = history.requests
-    main = req[(req["agent"] == "main") & req["input_tokens"].notna()]
+    main = req[(req["agent"] == "main") & req["input_tokens"].notna() & ~codex_exec.turn_rows(req)]
     main = main.sort_values(["trial_id", "cycle"], kind="stable")
     compacted = (
         set(zip(history.events["trial_id"], history.events["cycle"], strict=True)) if len(history.events) else set()

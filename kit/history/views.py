@@ -11,6 +11,7 @@ import pandas as pd
 from kit.analysis import occupancy as occ
 from kit.errors import InputError
 from kit.history.result import COSTS, SUMS, VIEWS, History
+from kit.transcripts import codex_exec
 
 
 def usage(req: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -52,24 +53,28 @@ def totals(req: pd.DataFrame) -> dict[str, int]:
 
 
 def sessions(history: History) -> pd.DataFrame:
-    """Per session: cycles, prompt growth, compactions and context drops, and its sums and cost."""
+    """Per session: cycles, prompt growth, compactions and context drops, and its sums and cost.
+
+    Rows that are whole turns (``codex_exec.turn_rows``) count in the turns and sums but are no cycle and no
+    context: a turn's input sums its requests' prompts, so a session of only such rows has these NA."""
     req = history.requests
     main = req[req["agent"] == "main"].sort_values(["trial_id", "cycle"], kind="stable")
     grouped = main.groupby("trial_id", sort=False)
-    ctx = grouped["input_tokens"]
+    responses = main[~codex_exec.turn_rows(main)].groupby("trial_id", sort=False)
+    ctx = responses["input_tokens"]
     out = pd.DataFrame(
         {
             "project": grouped["project"].first(),
             "started_at": grouped["started_at"].min(),
             "ended_at": grouped["started_at"].max(),
-            "cycles": grouped.size(),
+            "cycles": responses.size(),
             "turns": grouped["turn"].max(),
             "first_context": ctx.first(),
             "last_context": ctx.last(),
             "max_context": ctx.max(),
-            "context_drops": grouped["input_tokens"].apply(lambda s: int((s.diff() < 0).sum())),
+            "context_drops": ctx.apply(lambda s: int((s.diff() < 0).sum())),
         }
-    )
+    ).astype({"cycles": "Int64", "context_drops": "Int64"})  # NA for a session of whole turns, whatever else is read
     out["growth_per_cycle"] = (out["last_context"] - out["first_context"]) / (out["cycles"] - 1).where(
         out["cycles"] > 1
     )

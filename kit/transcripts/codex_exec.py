@@ -6,7 +6,12 @@ turns of one thread, read from any number of files in any order, are put in cumu
 differenced: each row is one turn's own tokens. The same cumulative figure seen twice (a file given
 twice, overlapping captures) is one turn, never two. The earliest turn read is taken to start the
 thread: a resumed run's stdout read without its predecessors would count the earlier turns in it.
-``cycle`` is left NA (rows are turns); ``turn`` is the 1-based turn of the thread.
+``trial_id`` is the thread (``thread.started``; the file's stem where that line is missing), ``cycle`` the
+0-based turn of the thread and ``turn`` the 1-based one, so every stage and command can key and order the rows.
+A row is a whole turn, not a response: its input is the sum of the prompts of the turn's requests, so what
+needs one row per response (occupancy, the structural cache, context growth) sets these rows apart
+(``turn_rows``) with a note. A turn that started and never completed (the stream cut inside it) is an issue
+at its ``turn.started`` line: tokens were spent and the file does not say how many.
 
 ``output_chars`` of a turn: its agent messages, reasoning text and MCP call arguments (compact JSON).
 Commands, file changes, searches and to-do lists are given as what ran, not as the arguments the model
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
+import pandas as pd
 
 from kit.transcripts import _usage
 from kit.transcripts._base import Issues, Parsed, Reader, as_dict, json_lines, text
@@ -36,13 +42,17 @@ FIELDS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "ou
 
 @dataclass
 class _Turn:
-    thread: str
+    thread: str | None  # None where the file has no thread.started
     path: Path
     line: int
     usage: dict
     tool_calls: int
     output_chars: int | None
     tools: list[dict] = field(default_factory=list)
+
+    def trial(self) -> str:
+        """The trial the turn belongs to: its thread, else its file's stem."""
+        return self.thread if self.thread is not None else self.path.stem
 
     def key(self) -> tuple[int, ...]:
         """The cumulative counts: a turn's identity within its thread, and its place in time."""
@@ -58,8 +68,8 @@ def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
         turns += found
         out.attrs["files"].append({"source_path": str(path), "format": FORMAT, "turns": len(found)})
     threads: dict[str, list[_Turn]] = {}
-    for turn in turns:
-        threads.setdefault(turn.thread, []).append(turn)
+    for turn in turns:  # a file without thread.started is a thread of its own, whatever its stem
+        threads.setdefault(turn.thread or f"(no thread.started in {turn.path})", []).append(turn)
     for thread_turns in threads.values():
         _difference(thread_turns, issues, out)
     for summary in out.attrs["files"]:
@@ -70,17 +80,19 @@ def read(paths: Sequence[Path], issues: Issues, tools: bool = True) -> Parsed:
 
 
 def _read_file(path: Path, issues: Issues, out: Parsed) -> list[_Turn]:
-    thread = f"(no thread.started in {path})"
+    thread: str | None = None
     turns: list[_Turn] = []
     calls = 0
     chars: int | None = 0  # None once an item's output is not known
     tools: list[dict] = []
+    started: int | None = None  # the line of the turn.started not yet closed by turn.completed or turn.failed
     for number, line in json_lines(path, issues):
         kind = text(line.get("type"))
         if kind == "thread.started":
             thread = str(line.get("thread_id"))
         elif kind == "turn.started":
-            calls, chars, tools = 0, 0, []
+            _cut(path, started, calls, issues)
+            calls, chars, tools, started = 0, 0, [], number
         elif kind == "item.completed":
             item = as_dict(line.get("item"))
             calls += text(item.get("type")) in CALL_ITEMS
@@ -89,8 +101,9 @@ def _read_file(path: Path, issues: Issues, out: Parsed) -> list[_Turn]:
             tools += _tool_result(item)
         elif kind == "turn.completed":
             turns.append(_Turn(thread, path, number, as_dict(line.get("usage")), calls, chars, tools))
-            calls, chars, tools = 0, 0, []
+            calls, chars, tools, started = 0, 0, [], None
         elif kind in ("turn.failed", "error"):
+            started = None if kind == "turn.failed" else started
             detail = {"message": str(line.get("message") or as_dict(line.get("error")).get("message"))[:500]}
             out.attrs["events"].append(
                 {"source_path": str(path), "source_line": number, "cycle": None, "kind": kind, "timestamp": None}
@@ -98,7 +111,18 @@ def _read_file(path: Path, issues: Issues, out: Parsed) -> list[_Turn]:
             )
         elif kind not in KNOWN:
             issues.unknown_type(path, number, kind)
+    _cut(path, started, calls, issues)
     return turns
+
+
+def _cut(path: Path, started: int | None, calls: int, issues: Issues) -> None:
+    """The issue of a turn that started at line ``started`` and never completed (None: no such turn).
+
+    Its usage is only ever sent in ``turn.completed``, so the tokens its requests spent are unknown; saying
+    nothing would let the file read as 0 turns (issue #31: a stream cut after 20 completed commands)."""
+    if started is not None:
+        ran = f" ({calls} tool calls completed in it)" if calls else ""
+        issues.add(path, started, f"turn started at line {started} never completed: its usage is not in the file{ran}")
 
 
 def _written(item: dict) -> int | None:
@@ -134,7 +158,9 @@ def _difference(turns: list[_Turn], issues: Issues, out: Parsed) -> None:
             previous = turn.usage
         out.rows.append(
             {
+                "trial_id": turn.trial(),
                 "turn": number,
+                "cycle": number - 1,
                 "backend": BACKEND,
                 "source_format": FORMAT,
                 "source_path": str(turn.path),
@@ -144,7 +170,7 @@ def _difference(turns: list[_Turn], issues: Issues, out: Parsed) -> None:
                 "output_chars": turn.output_chars,
             }
         )
-        out.tools += turn.tools
+        out.tools += [tool | {"cycle": number - 1, "source_path": str(turn.path)} for tool in turn.tools]
 
 
 def _delta(turn: _Turn, previous: dict | None, issues: Issues) -> dict:
@@ -159,6 +185,12 @@ def _delta(turn: _Turn, previous: dict | None, issues: Issues) -> dict:
     except _usage.UsageError as exc:
         issues.add(turn.path, turn.line, f"{exc}; usage of this turn unknown")
         return _usage.unknown()
+
+
+def turn_rows(rows: pd.DataFrame) -> pd.Series:
+    """Which canonical rows are whole turns of this format, not responses: a command that needs one row per
+    response (occupancy, the structural cache, context growth) sets them apart and says so."""
+    return (rows["source_format"] == FORMAT).fillna(False).astype(bool)
 
 
 def judge(line: dict) -> bool:

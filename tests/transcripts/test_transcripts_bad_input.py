@@ -453,7 +453,7 @@ def test_codex_exec_resume_gives_per_turn_deltas_without_double_count(tmp_path):
         assert df.cache_read_tokens.tolist() == [3_000, 12_000]
         assert df.output_tokens.tolist() == [81, 119] and df.reasoning_tokens.tolist() == [6, 4]
         assert int(df.input_tokens.sum()) == 21_738  # the thread total, never 6,369 + 21,738
-        assert df.cycle.isna().all() and df.tool_calls.tolist() == [1, 1]
+        assert df.cycle.tolist() == [0, 1] and df.trial_id.tolist() == ["th-1"] * 2 and df.tool_calls.tolist() == [1, 1]
     tools = transcripts.tool_results([first, second])
     assert tools.is_error.tolist() == [False, True] and tools.category.tolist() == ["exec", "exec"]
 
