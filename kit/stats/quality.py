@@ -35,10 +35,9 @@ PARITY_SHOWN, PARITY_NOT_SHOWN, WORSE, NOT_GRADED = (
 _MAX_PARITY_RUNS = 100_000
 
 
-def check_margin(margin: float) -> float:
+def check_margin(margin: object) -> float:
     """The margin as a float strictly between 0 and 1 (a numpy scalar too), or a ParamError naming it."""
-    real = isinstance(margin, numbers.Real) and not isinstance(margin, bool)
-    value = float(margin) if real else math.nan
+    value = float(margin) if isinstance(margin, numbers.Real) and not isinstance(margin, bool) else math.nan
     if not 0 < value < 1:
         raise ParamError("quality_margin", f"got {margin!r}", "a grade difference strictly between 0 and 1, e.g. 0.1")
     return value

@@ -84,7 +84,7 @@ def test_newcombe_matches_its_published_example_and_refuses_bad_margins() -> Non
         assert (round(float(lower), 4), round(float(upper), 4)) == published
     for bad in (0, 1, -0.1, True, "0.1"):
         with pytest.raises(ParamError, match="quality_margin"):
-            quality.check_margin(bad)  # type: ignore[arg-type]
+            quality.check_margin(bad)
     assert quality.check_margin(np.float32(0.25)) == pytest.approx(0.25)
     trials = pd.DataFrame({"arm": ["a"] * 5 + ["b"] * 5, "grade": [1.5] + [1.0] * 9})
     with pytest.raises(ParamError, match="outside"):
