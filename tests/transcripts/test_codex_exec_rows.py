@@ -1,7 +1,7 @@
 """``codex exec --json`` rows carry their trial (the thread) and cycle (the turn), and a cut turn is an issue (#31).
 
 The fixtures are written to the documented shape (tests/fixtures/SOURCES.md): the resumed thread is the probe
-run of ../shared/notes (agent-cli-protocols.md, "Codex --json stdout"), three requests per turn with
+run of the project's notes on the CLIs' wire formats ("Codex --json stdout"), three requests per turn with
 request k's usage input 1000k+123, cached 1000(k-1), cache write 50k, output 10k+7, reasoning k; the printed
 ``turn.completed.usage`` is the thread's running sum. So turn 1 (requests 1-3) is input 6,369, cached 3,000,
 written 300, output 81, reasoning 6, and the thread after turn 2 (requests 4-6) input 21,738, cached 15,000,
