@@ -11,6 +11,15 @@ every prompt token; reads and writes are parts of it), so one formula serves Ope
 A card row without a write surcharge (``cache_write: null``: OpenAI before GPT-5.6, the Codex credit
 card) bills writes as ordinary input. A model no card knows (every simulated ``sim-...`` model) prices
 as NA with a warning naming it: a cost of zero would be a number users quote.
+
+The cache-read rate is per model (0.1x input on most, 0.05x or 0.025x on some): a row may state it as
+``read_x``, the multiplier its source gives, and its ``cached_input`` must then be ``input x read_x`` (or
+is left out and computed), so a typed rate that disagrees with the documented rule fails at load. Prices
+change on dates, announced ahead: a row with ``from`` (a UTC day) is in force from that day, until a
+later row of the model, and each request is priced at the row in force on the day it started
+(``started_at``). An announced change that was then withdrawn stays in the card, with the entry that
+withdraws it (``cancels``: the day of the row it cancels, with its own source and date), so the card
+keeps what was announced and what was retracted, and no request is priced at the cancelled row.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -34,26 +44,71 @@ CARD_FILES: dict[str, tuple[str, ...]] = {
 }
 OUTPUT_NAMES = {"usd": "cost_usd", "credits": "credits"}
 RATE_COLUMNS = ["input", "cached_input", "cache_write", "write_5m", "write_1h", "output"]
-CARD_COLUMNS = ["provider", "model", "prefixes", *RATE_COLUMNS, "unit", "source_url", "checked", "note"]
+CARD_COLUMNS = [
+    *("provider", "model", "from", "prefixes"),
+    *RATE_COLUMNS,
+    *("read_x", "unit", "source_url", "checked", "note"),
+]
 REQUIRED_ROW_KEYS = ("model", "input", "cached_input", "output", "unit", "source_url", "checked")
+CANCEL_KEYS = ("model", "cancels", "source_url", "checked")
 PER_MILLION = 1_000_000
 
 
+def _day(value: object, where: str) -> str | None:
+    """A card's ``from`` or ``cancels`` day as ``YYYY-MM-DD`` (None: no day); anything else fails at its place."""
+    if value is None:
+        return None
+    day = str(value)
+    if pd.isna(pd.to_datetime(day, format="%Y-%m-%d", errors="coerce")):
+        raise InputError(f"{where}: {day!r} is not a day (YYYY-MM-DD)")
+    return day
+
+
+def _read_rate(row: dict, where: str) -> None:
+    """Fill or check ``cached_input`` against the row's documented read multiplier ``read_x``."""
+    if row.get("read_x") is None:
+        return
+    rule = float(row["input"]) * float(row["read_x"])
+    if row.get("cached_input") is None:
+        row["cached_input"] = rule
+    elif abs(float(row["cached_input"]) - rule) > 1e-9 * max(1.0, rule):
+        raise InputError(
+            f"{where}: cached_input {row['cached_input']} is not input {row['input']} x read_x {row['read_x']}"
+        )
+
+
 def _load_file(name: str) -> list[dict]:
-    """Rows of one YAML card with the file's ``defaults`` merged in; malformed rows fail with their place."""
+    """Rows of one YAML card with the file's ``defaults`` merged in, less the rows a ``cancels`` entry
+    withdraws; malformed rows, and a cancellation that names no row, fail with their place."""
     path = resources.files("kit") / "data" / "rates" / name
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     defaults = doc.get("defaults", {})
-    rows = []
+    rows: list[dict] = []
+    cancels: list[tuple[str, str | None, str]] = []
     for i, raw in enumerate(doc["rows"]):
         row = {**defaults, **raw}
+        where = f"{path}: rows[{i}] ({row.get('model', '?')})"
+        if "cancels" in raw:
+            missing = [k for k in CANCEL_KEYS if row.get(k) is None]
+            if missing:
+                raise InputError(f"{where}: missing {', '.join(missing)}")
+            cancels.append((row["model"], _day(row["cancels"], where), where))
+            continue
+        row["from"] = _day(row.get("from"), where)
+        _read_rate(row, where)
         missing = [k for k in REQUIRED_ROW_KEYS if row.get(k) is None]
         if missing:
-            raise InputError(f"{path}: rows[{i}] ({row.get('model', '?')}): missing {', '.join(missing)}")
+            raise InputError(f"{where}: missing {', '.join(missing)}")
         if row["provider"] == "anthropic" and (row.get("write_5m") is None or row.get("write_1h") is None):
-            raise InputError(f"{path}: rows[{i}] ({row['model']}): an Anthropic row needs write_5m and write_1h")
+            raise InputError(f"{where}: an Anthropic row needs write_5m and write_1h")
+        if any((r["model"], r["from"]) == (row["model"], row["from"]) for r in rows):
+            raise InputError(f"{where}: a second row of {row['model']} from {row['from'] or 'the start'}")
         rows.append(row)
-    return rows
+    for model, day, where in cancels:
+        if not any((r["model"], r["from"]) == (model, day) for r in rows):
+            raise InputError(f"{where}: cancels {model} from {day}, which no row of {path} holds")
+    withdrawn = {(model, day) for model, day, _ in cancels}
+    return [r for r in rows if (r["model"], r["from"]) not in withdrawn]
 
 
 @cache
@@ -64,22 +119,35 @@ def _card_rows(card: str) -> tuple[dict, ...]:
 
 
 def rate_card(card: Card = "usd") -> pd.DataFrame:
-    """The rate card as a table to display next to priced results (one row per model)."""
+    """The rate card as a table to display next to priced results: one row per model and day it is in force
+    from (``from``; empty: since the card begins), cancelled rows left out."""
     rows = [
         {k: (", ".join(r.get(k, [])) if k == "prefixes" else r.get(k)) for k in CARD_COLUMNS} for r in _card_rows(card)
     ]
     frame = pd.DataFrame(rows, columns=CARD_COLUMNS)
-    return frame.astype({c: "Float64" for c in RATE_COLUMNS})
+    return frame.astype({c: "Float64" for c in [*RATE_COLUMNS, "read_x"]})
 
 
-def _match_model(model: str, card: Card = "usd") -> dict | None:
-    """The card row for ``model``: an exact name first, else the longest listed prefix; None if unknown."""
+def _match_model(model: str, card: Card = "usd") -> list[dict]:
+    """The card rows of ``model`` in the order they came into force (an undated row first): an exact name
+    first, else the longest listed prefix; empty if unknown."""
     rows = _card_rows(card)
-    for row in rows:
-        if row["model"] == model:
-            return row
-    hits = [(len(p), row) for row in rows for p in row.get("prefixes", []) if model.startswith(p)]
-    return max(hits, key=lambda h: h[0])[1] if hits else None
+    name = next((row["model"] for row in rows if row["model"] == model), None)
+    if name is None:
+        hits = [(len(p), row["model"]) for row in rows for p in row.get("prefixes", []) if model.startswith(p)]
+        name = max(hits)[1] if hits else None
+    return sorted((row for row in rows if row["model"] == name), key=lambda r: r["from"] or "")
+
+
+def _in_force(rows: list[dict], started: pd.Series) -> tuple[np.ndarray, int]:
+    """Which of a model's rows (``_match_model``) each request is priced at: the last one in force on its UTC
+    day; a request of unknown day at the newest, counted for the warning where the model's price changed."""
+    days = pd.to_datetime(started, utc=True, errors="coerce", format="ISO8601").dt.strftime("%Y-%m-%d")
+    starts = np.array([row["from"] or "" for row in rows], dtype=object)
+    known = days.notna().to_numpy()
+    pick = np.full(len(days), len(rows) - 1)
+    pick[known] = np.searchsorted(starts, days[known].to_numpy(dtype=object), side="right") - 1
+    return np.maximum(pick, 0), int((~known).sum()) if len(rows) > 1 else 0
 
 
 def _effective_rates(row: dict) -> dict[str, float]:
@@ -109,7 +177,9 @@ def price(frame: pd.DataFrame, card: Card = "usd") -> pd.Series:
     """Cost of each row (a request, or a trial's sums) in USD or Codex credits; NA where unknowable.
 
     NA when the model has no card row (with a warning naming it), when usage is unknown, or when a
-    token kind that carries its own rate is missing. Unknown 1-hour splits price as 5-minute writes
+    token kind that carries its own rate is missing. Each row is priced at its model's card row in force on
+    the UTC day of its ``started_at`` (module docstring); without one, at the newest (with a warning where
+    the model's price changed on a date). Unknown 1-hour splits price as 5-minute writes
     (the API default TTL) with a warning. The per-request long-context surcharge (OpenAI, > 272K input)
     is applied to request rows; trial rows are sums, so use :func:`price_by_trial` for those when any
     request may be that long (a warning says when it could matter).
@@ -124,18 +194,23 @@ def price(frame: pd.DataFrame, card: Card = "usd") -> pd.Series:
     frame = frame.reset_index(drop=True)  # positional labels: the caller's index may repeat
     tokens = _Tokens.of(frame)
     result = pd.Series(pd.NA, index=frame.index, dtype="Float64", name=name)
+    started = frame["started_at"] if "started_at" in frame else pd.Series(pd.NA, index=frame.index)
     unknown: list[str] = []
-    unsplit = long_trials = 0
+    unsplit = long_trials = undated = 0
     for model, idx in frame.groupby(frame["model"].astype("string").fillna("<missing>"), sort=False).groups.items():
-        row = _match_model(str(model), card)
-        if row is None:
+        rows = _match_model(str(model), card)
+        if not rows:
             unknown.append(str(model))
             continue
-        priced = _model_cost(row, tokens.at(idx), str(model), original_index, is_trial_table)
-        result[idx] = priced.cost
-        unsplit += priced.unsplit
-        long_trials += priced.long_trials
-    _warn(card, unknown, unsplit, long_trials)
+        pick, no_day = _in_force(rows, started[idx])
+        undated += no_day
+        for k in np.unique(pick):
+            at = idx[pick == k]
+            priced = _model_cost(rows[k], tokens.at(at), str(model), original_index, is_trial_table)
+            result[at] = priced.cost
+            unsplit += priced.unsplit
+            long_trials += priced.long_trials
+    _warn(card, unknown, unsplit, long_trials, undated)
     result.index = original_index
     return result
 
@@ -208,7 +283,7 @@ def _model_cost(row: dict, t: _Tokens, model: str, index: pd.Index, is_trial_tab
     return _Priced(cost, unsplit, long_trials)
 
 
-def _warn(card: Card, unknown: list[str], unsplit: int, long_trials: int) -> None:
+def _warn(card: Card, unknown: list[str], unsplit: int, long_trials: int, undated: int) -> None:
     """Say what was priced as NA or approximately, once per call (``stacklevel`` points at the caller)."""
     if unknown:
         warnings.warn(
@@ -226,6 +301,11 @@ def _warn(card: Card, unknown: list[str], unsplit: int, long_trials: int) -> Non
             f"{long_trials} trial(s) hold more input tokens than a long-context threshold: the surcharge applies "
             "per request, which a trial sum cannot show; use kit.analysis.pricing.price_by_trial(requests) "
             "for exact costs",
+            stacklevel=3,
+        )
+    if undated:
+        warnings.warn(
+            f"{undated} row(s) of a model whose price changed on a date have no started_at: priced at its newest row",
             stacklevel=3,
         )
 
@@ -263,4 +343,6 @@ def structural_price_by_trial(requests: pd.DataFrame, card: Card = "usd") -> pd.
         },
         index=requests.index,
     )
+    if "started_at" in requests:
+        billed["started_at"] = requests["started_at"]
     return price_by_trial(billed, card).rename("structural_cost_usd" if card == "usd" else "structural_credits")
