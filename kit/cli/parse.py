@@ -1,8 +1,10 @@
 """``python -m kit parse PATH… [--format auto] [--out FILE] [--strict]``: transcripts to a table, with totals.
 
 What is read, and how a batch folder is read once per response, is ``kit.transcripts.collect``'s; this is its
-command line. Exit status 1 when a path does not exist, when nothing could be read, or when ``--strict`` meets a
-problem; 2 for a bad command line.
+command line. Every file read is accounted for: one line for each that gave no rows, with why
+(``kit.transcripts.accounting``: client-error stand-ins, a session of local commands only, every response
+counted in another named file, a reader's issue). Exit status 1 when a path does not exist, when nothing could be
+read, or when ``--strict`` meets a problem; 2 for a bad command line.
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None and not df.empty:
         write(df, args.out)
         print(f"wrote {len(df)} rows to {args.out}")
+    accounts = df.attrs.get("accounting", [])
+    empty = [account for account in accounts if not account.rows]
+    if empty:
+        print(f"{len(empty)} of {len(accounts)} file(s) gave no rows:")
+        for account in empty:
+            print(account.text())
     for issue in issues:
         print(f"{issue['source_path']}:{issue['source_line']}: {issue['reason']}", file=sys.stderr)
     if df.empty:

@@ -9,7 +9,9 @@ place (``source_line`` 0 is the file as a whole), and ``strict=True`` raises on 
 file), ``events`` (compactions, errors, ``result`` events), ``sidechain_ids`` (responses of subagent
 contexts, by source_path and cycle), ``repeats`` (copies of a response in another session file, as in
 a resumed session's history: counted once, see ``claude_session``), ``crosscheck`` (a transcript's own
-totals against the sum of its rows) and ``rate_limits`` (Codex used-percent, first and last). Identity
+totals against the sum of its rows), ``rate_limits`` (Codex used-percent, first and last) and, for ``read``
+and ``tables``, ``accounting`` (``kit.transcripts.accounting``: every input file, its rows or none and why,
+so that no file leaves the table unsaid). Identity
 columns (batch, arm, run, trial_id, turn) stay NA unless the source states them; the parse stage fills
 them from meta.json.
 """
@@ -29,7 +31,7 @@ import pandas as pd
 
 from kit import schema
 from kit.errors import InputError
-from kit.transcripts import readers
+from kit.transcripts import accounting, readers
 from kit.transcripts._base import Issues, Parsed, Shared, TranscriptError, gc_paused, settled
 from kit.transcripts._detect import detect
 
@@ -83,17 +85,24 @@ def _tables(
         if cache is not None:
             from kit.transcripts import cache as parse_cache
 
-            return parse_cache.tables(files, format, strict, tools, cache, tool_paths)
+            found, tool_frame = parse_cache.tables(files, format, strict, tools, cache, tool_paths)
+            return _accounted(files, found), tool_frame
         n = parallel.workers(sum(_size(p) for p in files))
         if n == 1:
             parsed = _parse(files, format, strict, tools)
-            return _requests(parsed), _tool_results(parsed, tool_paths)
+            return _accounted(files, _requests(parsed)), _tool_results(parsed, tool_paths)
         issues = Issues(strict=strict)
         groups, order = group_files(files, format, issues)
         requests, tool_rows, tool_files, attrs = parallel.read_groups(groups, order, issues, tools, n)
-        return _requests(Parsed(attrs={**attrs, "issues": issues.items}), requests), _tool_results(
+        return _accounted(files, _requests(Parsed(attrs={**attrs, "issues": issues.items}), requests)), _tool_results(
             Parsed(tools=[], attrs={"issues": issues.items}), tool_paths, tool_rows, tool_files
         )
+
+
+def _accounted(files: list[Path], df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``attrs["accounting"]`` (first): each input file's rows, or none and why (``accounting``)."""
+    df.attrs = {"accounting": Shared(accounting.accounts(files, df)), **df.attrs}
+    return df
 
 
 def _size(path: Path) -> int:

@@ -8,9 +8,11 @@ the parent's context. ``turn`` counts the user's prompts (``_prompt``): a resume
 ``claude -p`` is turn 2 of the same file. Where the CLI writes ``api-request`` lines (one per API
 call, CLI ≥ 2.1.3xx), ``attrs["crosscheck"]`` says whether each has its response (``requestRef``).
 ``system`` lines (``compact_boundary`` with its ``compactMetadata``, …), Claude Code's ``cost-state``
-and its synthetic error messages go to ``attrs["events"]``; bookkeeping lines (``api-request-shape``,
-snapshots, progress, …) are read past. The CLI's ``output_tokens`` may be a partial streaming snapshot
-(v2.1.29 writes 1 on every line); this file cannot know better, the stream-json ``result`` can.
+and its synthetic error messages (with the kind the CLI names, ``error``) go to ``attrs["events"]``; the
+local commands a session ran (``/login``) go to its ``attrs["files"]`` entry, so that a file of no response
+says why; bookkeeping lines (``api-request-shape``, snapshots, progress, …) are read past. The CLI's
+``output_tokens`` may be a partial streaming snapshot (v2.1.29 writes 1 on every line); this file cannot know
+better, the stream-json ``result`` can.
 """
 
 from __future__ import annotations
@@ -25,7 +27,18 @@ import msgspec
 
 from kit.framing import block_framing
 from kit.jsontypes import JsonObject
-from kit.transcripts._base import Issues, Parsed, Position, Reader, Resume, Unused, file_summary, records, text
+from kit.transcripts._base import (
+    Issues,
+    Parsed,
+    Position,
+    Reader,
+    Resume,
+    Unused,
+    file_summary,
+    int_or_none,
+    records,
+    text,
+)
 from kit.transcripts._claude import (
     TOOL_BLOCKS,
     Content,
@@ -102,6 +115,7 @@ RENAME = {
     "meta": "isMeta",
     "compact_summary": "isCompactSummary",
     "request_ref": "requestRef",
+    "api_error_status": "apiErrorStatus",
 }
 
 
@@ -116,6 +130,8 @@ class _Line(msgspec.Struct, rename=RENAME, gc=False):
     request_ref: Any = None
     sidechain: Any = None
     api_error: Any = None
+    error: Any = None  # the kind of a client-error stand-in (``authentication_failed``, ``billing_error``, …)
+    api_error_status: Any = None  # its HTTP status, where the CLI had one
     meta: Any = None
     compact_summary: Any = None
     timestamp: Any = None
@@ -132,6 +148,8 @@ DECODER = msgspec.json.Decoder(_Line)
 BLOCKS_DECODER = msgspec.json.Decoder(list[_Block] | str | None)
 TOOL_RESULT = re.compile(rb'"tool_result"')
 TEXT, BLOCKS = re.compile(rb'\s*"'), re.compile(rb"\s*\[")
+# A local command the user ran (``/login``, ``/model``): Claude Code writes it as a prompt line and sends nothing
+COMMAND = re.compile(rb"<command-name>([^<]{1,200})</command-name>")
 # A user line whose content opens with a tool result (most of a session's bytes): not a prompt (``_prompt``), so
 # read past undecoded when tool results are not asked for (``_base.Unused``)
 REQUESTS_ONLY = Unused.lines(
@@ -308,6 +326,7 @@ class _State:
     prompted: bool = False
     sent: dict[str, int] = field(default_factory=dict)  # api-request id -> line
     answered: set[str] = field(default_factory=set)
+    commands: list[str] = field(default_factory=list)  # local commands run (``COMMAND``), first-run order
 
     def __post_init__(self) -> None:
         """The responses report into the state's issues, one list: a decoded state (the cache's) comes with a
@@ -359,7 +378,9 @@ def scan(state: _State) -> _State:
                     number, message.id, request, message.model, usage, content, sidechain, line.timestamp, turn, tokens
                 )
         elif kind == "user":
-            prompted |= _prompt(line)
+            if _prompt(line):
+                prompted = True
+                _commands(line, state.commands)
             if tools and message is not None:
                 try:
                     responses.add_results(_blocks(message.content, TOOL_RESULT))
@@ -385,11 +406,26 @@ def finish(state: _State) -> tuple[Parsed, Ids]:
     out.tools = responses.tools
     out.attrs["events"] = state.events
     out.attrs["sidechain_ids"] = responses.sidechain_ids()
-    out.attrs["files"].append(file_summary(state.path, FORMAT, out.rows, cli_version=state.version, repeats=0))
+    summary = file_summary(state.path, FORMAT, out.rows, cli_version=state.version, repeats=0)
+    out.attrs["files"].append(summary | {"local_commands": list(state.commands)})
     local = responses.local
     cycles = {k: (r.cycle, r.last_line, keep_rank(r)) for k, r in responses.by_key.items() if k not in local}
     ids = Ids(state.path, cycles, responses.callers, state.sent, state.answered)
     return out, ids
+
+
+def _commands(line: _Line, found: list[str]) -> None:
+    """Add the local commands a prompt line holds to ``found`` (once each): a session of ``/login`` alone has
+    no response, and the file's account says so (``kit.transcripts.accounting``)."""
+    if line.message is None:
+        return
+    for name in COMMAND.findall(line.message.content):
+        try:
+            command = msgspec.json.decode(b'"' + name.strip() + b'"')
+        except msgspec.DecodeError:
+            continue
+        if isinstance(command, str) and command not in found:
+            found.append(command)
 
 
 def requests_check(path: Path, sent: dict[str, int], answered: set[str], rows: int) -> list[dict]:
@@ -431,6 +467,8 @@ def _event(
             detail["text"] = str(msgspec.json.decode(message.content))[:500]
         except msgspec.DecodeError:
             detail["text"] = bytes(message.content)[:500].decode("utf-8", "replace")
+        detail["error"] = text(line.error)  # a stand-in's kind, where the CLI names it
+        detail["status"] = int_or_none(line.api_error_status)
     return {
         "source_path": str(path),
         "source_line": number,

@@ -21,6 +21,7 @@ from kit import schema
 from kit.errors import InputError
 from kit.files import write_table
 from kit.transcripts import read, sources
+from kit.transcripts._base import Shared
 from kit.transcripts.twins import Twin, twins
 
 TOTALS = ["input_tokens", "cache_read_tokens", "cache_write_tokens", "uncached_input_tokens", "output_tokens"]
@@ -50,13 +51,15 @@ def trial_rows(trial: sources.Trial, format: str = "auto", strict: bool = False)
     side requests added, identity from meta.json) and every issue: the transcripts', their own cross-checks, each
     other file's disagreement with them (the provider log request by request, other formats in sums) and the
     compactions no source holds the requests of."""
-    rows, numbering = sources.number(read(trial.primary, format=format, strict=strict))
+    primary = read(trial.primary, format=format, strict=strict)
+    rows, numbering = sources.number(primary)
     issues = [*rows.attrs["issues"], *sources.disagreements(rows)]
     if trial.log is not None and trial.log not in trial.primary:
         logged = read([trial.log])
         rows, numbering, checks = sources.with_log(rows, numbering, logged, trial.log)
         issues += [*logged.attrs["issues"], *checks]
     rows = rows.assign(**trial.ident, backend=trial.meta.backend)
+    rows.attrs["accounting"] = primary.attrs["accounting"]
     return rows, issues + sources.check_others(trial, rows) + sources.unseen_compactions(rows, numbering)
 
 
@@ -100,7 +103,9 @@ def _earlier(logged: pd.DataFrame, started: dict[str, str], raw: Path) -> pd.Ser
 
 
 def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tuple[pd.DataFrame, list[dict], str]:
-    """Rows of every path, every issue, and a line saying which kit folders were read and how."""
+    """Rows of every path, every issue, and a line saying which kit folders were read and how; the rows'
+    ``attrs["accounting"]``: every transcript read (a trial's primary ones, every loose file), its rows or none
+    and why (``kit.transcripts.accounting``)."""
     frames, issues, loose, trials, checks, earlier = [], [], [], 0, 0, 0
     for path in paths:
         folders = sources.trial_folders(path) if path.is_dir() else None
@@ -131,6 +136,7 @@ def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tu
         frames.append(df)
         issues += [*df.attrs["issues"], *sources.disagreements(df), *map(_twin_issue, twins(df))]
         issues += sources.unseen_compactions(*sources.number(df))  # the files as one trial: compactions in any
+    accounts = [account for frame in frames for account in frame.attrs.get("accounting", ())]
     frames = [f for f in frames if len(f)]
     df = pd.concat(frames, ignore_index=True) if frames else schema.requests_frame([])
     note = ""
@@ -139,7 +145,9 @@ def collect(paths: list[Path], format: str = "auto", strict: bool = False) -> tu
         note += f"{checks} other file(s) of the same responses cross-checked (disagreements listed below)"
         if earlier:
             note += f"; {earlier} response(s) the batch log holds of attempts set aside on resume left out"
-    return schema.requests_frame(df.to_dict("records")), issues, note
+    out = schema.requests_frame(df.to_dict("records"))
+    out.attrs["accounting"] = Shared(accounts)  # each transcript read: its rows, or none and why
+    return out, issues, note
 
 
 def _twin_issue(twin: Twin) -> dict:

@@ -276,7 +276,9 @@ def test_newest_session_shape():
 def test_folder_reads_every_transcript_without_issues():
     df = transcripts.read(TRANSCRIPTS)
     assert df.attrs["issues"] == []
-    counts = {"claude_session": 9, "claude_stream": 3, "codex_rollout": 1 + 7}  # 7: the Code Mode rollout
+    counts = {"claude_session": 9 + 2 + 3 + 2, "claude_stream": 3, "codex_rollout": 1 + 7}  # 7: the Code Mode rollout
+    # claude_session: the real 9, the late-compaction shape 2, the 2.1.152 nested-writes shape 3, the session
+    # committed twice 2 (counted once); the stand-in and /login shapes give none (attrs["accounting"] says why)
     assert df.groupby("source_format").size().to_dict() == counts
     assert list(df.columns) == schema.REQUEST_COLUMNS
 

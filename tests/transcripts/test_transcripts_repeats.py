@@ -50,7 +50,8 @@ def assert_same_read(paths: transcripts.Paths) -> pd.DataFrame:
     fast = transcripts.read(paths)
     full, _ = transcripts.tables(paths)
     assert_requests_alone(fast, full)
-    assert set(fast.attrs) == {"issues", "files", "events", "sidechain_ids", "repeats", "crosscheck", "rate_limits"}
+    keys = {"accounting", "issues", "files", "events", "sidechain_ids", "repeats", "crosscheck", "rate_limits"}
+    assert set(fast.attrs) == keys
     return fast
 
 
