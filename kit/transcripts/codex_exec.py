@@ -170,7 +170,7 @@ def _difference(turns: list[_Turn], issues: Issues, out: Parsed) -> None:
                 "output_chars": turn.output_chars,
             }
         )
-        out.tools += [tool | {"cycle": number - 1, "source_path": str(turn.path)} for tool in turn.tools]
+        out.tools += [tool | {"trial_id": turn.trial(), "cycle": number - 1} for tool in turn.tools]  # of no one file
 
 
 def _delta(turn: _Turn, previous: dict | None, issues: Issues) -> dict:

@@ -56,8 +56,8 @@ def test_each_turn_row_has_its_thread_cycle_and_own_tokens() -> None:
         assert df[column].tolist() == want, column
     assert int(df.total_tokens.sum()) == 21_738 + 252  # the thread's printed total, counted once
     assert codex_exec.turn_rows(df).all()
-    tools = transcripts.tables(RESUMED, tool_paths=True)[1]
-    assert tools.cycle.tolist() == [0, 1] and tools.source_path.tolist() == [str(RESUMED)] * 2
+    tools = transcripts.tool_results(RESUMED)
+    assert tools.cycle.tolist() == [0, 1] and tools.trial_id.tolist() == [THREAD] * 2  # each at its turn
 
 
 def test_a_thread_read_from_its_run_and_resume_files_in_any_order_is_the_same_turns(tmp_path: Path) -> None:
