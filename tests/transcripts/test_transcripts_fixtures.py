@@ -273,12 +273,19 @@ def test_newest_session_shape():
 # --- the whole folder, and the command line ------------------------------------------------------
 
 
-def test_folder_reads_every_transcript_without_issues():
+def test_folder_reads_every_transcript_with_only_the_issues_its_fixtures_hold():
+    """Two fixtures exist for their issue: the Task-subagent stream's usage billed in no event (line 10) and the
+    exec stream cut inside its turn (line 2); every other file reads without one."""
     df = transcripts.read(TRANSCRIPTS)
-    assert df.attrs["issues"] == []
-    counts = {"claude_session": 9 + 2 + 3 + 2, "claude_stream": 3, "codex_rollout": 1 + 7}  # 7: the Code Mode rollout
+    assert [(Path(i["source_path"]).name, i["source_line"]) for i in df.attrs["issues"]] == [
+        ("claude-streamjson_task-subagent_documented.jsonl", 10),
+        ("codex-exec_cut-turn_documented.jsonl", 2),
+    ]
+    counts = {"claude_session": 9 + 2 + 3 + 2, "claude_stream": 3 + 5, "codex_exec": 2, "codex_rollout": 1 + 7}
     # claude_session: the real 9, the late-compaction shape 2, the 2.1.152 nested-writes shape 3, the session
-    # committed twice 2 (counted once); the stand-in and /login shapes give none (attrs["accounting"] says why)
+    # committed twice 2 (counted once); the stand-in and /login shapes give none (attrs["accounting"] says why).
+    # claude_stream: the harbor capture 3, the Task-subagent shape 5; codex_exec: the resumed thread's 2 turns;
+    # codex_rollout: 1 and the Code Mode rollout's 7
     assert df.groupby("source_format").size().to_dict() == counts
     assert list(df.columns) == schema.REQUEST_COLUMNS
 
