@@ -259,7 +259,7 @@ def _reconciled(
     before, main = _sums(segment), [r for r in segment if r["cycle"] not in side_cycles]
     before_main = _sums(main)
     checks, raised = [], {}
-    per_model = _of_models(segment, list(result.billed))
+    per_model = _of_models(segment, list(result.billed)) if result.billed else {}  # no modelUsage: result.usage alone
     for model, rows in per_model.items():
         billed, sums = result.billed.get(model), _sums(rows)
         partial = [r for r in rows if r["cycle"] not in final_cycles]
@@ -269,16 +269,12 @@ def _reconciled(
             partial[-1]["output_tokens"] += out - have
             raised[model] = out - have
             notes["output_tokens"] = f"per-event output is partial: {out - have} added to this model's last response"
-        gaps = {}
-        for name, have in sums.items():
-            bill = None if billed is None else billed[name]
-            if (
-                bill is not None
-                and have is not None
-                and bill > have
-                and not (name == "output_tokens" and raised.get(model))
-            ):
-                gaps[name] = bill - have
+        gaps = {
+            name: bill - count
+            for name, count in sums.items()
+            if (bill := (billed or {}).get(name)) is not None and count is not None and bill > count
+            if not (name == "output_tokens" and model in raised)  # raised: the difference is on the rows
+        }
         if gaps:
             _gap_issue(path, issues, result.line, model, gaps, model in raised)
         if len(result.billed) > 1 or billed is None:

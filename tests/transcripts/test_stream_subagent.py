@@ -171,3 +171,12 @@ def test_the_real_stream_fixtures_totals_are_unchanged():
     assert df.output_tokens.tolist() == [1, 1, 604]
     assert df.attrs["issues"] == []
     assert {c["model"] for c in df.attrs["crosscheck"]} == {None}  # one model: result.usage's rows alone
+
+
+def test_without_model_usage_result_usage_alone_is_checked(tmp_path):
+    found = lines()
+    del found[-1]["modelUsage"]
+    df = transcripts.read(write(tmp_path / "s.jsonl", found))
+    assert {c["model"] for c in df.attrs["crosscheck"]} == {None} and df.attrs["issues"] == []
+    # result.usage covers the main conversation: its 800 less the two snapshots (2) goes on the answer B
+    assert df.output_tokens.tolist() == [1, 1, 1, 250, 799]
