@@ -280,7 +280,9 @@ def _reconciled(
         if len(result.billed) > 1 or billed is None:
             for name in FIELDS:
                 reported = None if billed is None else billed[name]
-                note = notes[name] or ("not in modelUsage" if billed is None else "")
+                detail = notes[name] or ("not in modelUsage" if billed is None else "")
+                detail = detail or ("billed per modelUsage but in no event" if name in gaps else "")
+                note = "; ".join(p for p in (f"modelUsage of {model}", detail) if p)  # the printed line names it
                 checks.append(_check(path, result.line, turn, name, sums[name], reported, note, model))
     return _usage_checks(path, turn, result, segment, main, before, before_main, final_cycles, raised) + checks
 
@@ -326,7 +328,7 @@ def _usage_checks(
         if name == "output_tokens" and raised:
             added = ", ".join(f"{m} +{n}" for m, n in raised.items())
             note = (
-                f"per-event output_tokens are partial streaming snapshots (sum {before[name]}); modelUsage's output "
+                f"per-event output_tokens are partial streaming snapshots (sum {rows_sum}); modelUsage's output "
                 f"per model was added to the turn's last response of that model: {added}"
             )
         elif (
