@@ -100,3 +100,20 @@ def test_a_card_that_breaks_its_own_rules_fails_at_its_row(card_dir, rows, messa
     (card_dir / "bad.yaml").write_text(yaml.safe_dump({"rows": rows}), encoding="utf-8")
     with pytest.raises(InputError, match=message):
         pricing._load_file("bad.yaml")
+
+
+def test_haiku_5_5_prices_a_long_prompt_at_its_upper_band():
+    """The model page's two bands, by prompt length (input + reads + writes): up to 100,000 tokens $0.10 input,
+    $0.125 / $0.20 writes, $0.01 reads, $0.50 output; over it $0.50, $0.625 / $1.00, $0.05, $2.50, on every token
+    of the request."""
+
+    def haiku(prompt: int) -> float:
+        usage = {"input_tokens": prompt, "cache_read_tokens": prompt - 2_000, "cache_write_tokens": 1_000}
+        row = pd.DataFrame([{"model": "claude-haiku-5-5", **usage, "cache_write_1h_tokens": 0, "output_tokens": 500}])
+        return float(pricing.price(row).iloc[0])
+
+    def band(prompt: int, fresh: float, write: float, read: float, out: float) -> float:
+        return (1_000 * fresh + 1_000 * write + (prompt - 2_000) * read + 500 * out) / 1e6
+
+    assert haiku(100_000) == pytest.approx(band(100_000, 0.10, 0.125, 0.01, 0.50))
+    assert haiku(100_001) == pytest.approx(band(100_001, 0.50, 0.625, 0.05, 2.50))
