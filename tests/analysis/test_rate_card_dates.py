@@ -76,8 +76,8 @@ def card_dir(tmp_path, monkeypatch):
     return tmp_path / "data" / "rates"
 
 
-ROW = {"model": "m", "provider": "anthropic", "unit": "usd_per_1m", "source_url": "https://x", "checked": "2026-12-02"}
-ROW |= {"input": 2.0, "write_5m": 2.5, "write_1h": 4.0, "output": 10.0}
+ROW: dict[str, str | float] = {"model": "m", "provider": "anthropic", "unit": "usd_per_1m", "source_url": "https://x"}
+ROW |= {"checked": "2026-12-02", "input": 2.0, "write_5m": 2.5, "write_1h": 4.0, "output": 10.0}
 
 
 @pytest.mark.parametrize(
