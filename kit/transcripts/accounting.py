@@ -96,7 +96,7 @@ def accounts(files: Sequence[Path], df: pd.DataFrame) -> list[FileAccount]:
         if turns:
             reasons.append(Reason(TURNS_ELSEWHERE, 0, "another file of the same thread", turns))
         reasons += issues.get(path, ())
-        if summary is not None and not any(r.kind in (REPEATS, CLIENT_ERROR, TURNS_ELSEWHERE) for r in reasons):
+        if summary is not None and not any(r.kind in (REPEATS, CLIENT_ERROR, TURNS_ELSEWHERE, ISSUE) for r in reasons):
             reasons.append(Reason(NO_RESPONSE, 0, " ".join(summary.get("local_commands", ()))))
         out.append(FileAccount(path, fmt, 0, tuple(reasons)))
     return out

@@ -183,7 +183,7 @@ def number(rows: pd.DataFrame) -> tuple[pd.DataFrame, Numbering]:
     parts, numbering, turn = [], {}, 0
     for i, (path, part, _) in enumerate(files):
         kind = file_role(Path(path), str(part["source_format"].iloc[0]))
-        own = part["cycle"]  # NA where rows are turns, not responses (codex exec --json)
+        own = part["cycle"]  # NA where a reader gives no cycle of its own
         trial = np.array([place[i, pos] for pos in range(len(part))], dtype=np.int64)
         numbering[path] = (np.arange(len(part)) if own.isna().any() else own.to_numpy(dtype=np.int64), trial)
         trial_turn = part["turn"] + turn if kind == "main" else pd.Series(pd.NA, index=part.index, dtype="Int64")
