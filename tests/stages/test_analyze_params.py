@@ -38,7 +38,7 @@ def _leading(folder: Path) -> str:
 def test_analysed_again_without_parameters_the_baseline_is_the_stored_one(terse: Path) -> None:
     result = analyze.analyze_batches([terse], n_resamples=1_000, warmth_levels=3)
     assert result.design.baseline == "terse" and result.design.comparisons_from == "analysis/design.json"
-    assert _leading(terse).startswith("baseline feeds") and " than terse " in _leading(terse)
+    assert _leading(terse).startswith("skill feeds") and " than terse " in _leading(terse)  # the stored comparisons
     (terse / "analysis" / "design.json").unlink()  # no analysis yet: the run's parameters (the manifest) say terse
     again = analyze.analyze_batches([terse], n_resamples=1_000, warmth_levels=3)
     assert again.design.baseline == "terse" and again.design.comparisons_from == "manifest.json"

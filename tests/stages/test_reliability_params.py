@@ -69,6 +69,7 @@ OUT_OF_RANGE: dict[str, object] = {
     "allow_stitch": None,
     "warmth_levels": 102,
     "window_tokens": 999,
+    "quality_margin": 1.0,
     "batch_glob": ["ok", ""],
     "pairs": [["a", "b", "c"]],
     "metrics": ["total tokens"],
