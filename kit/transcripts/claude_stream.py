@@ -15,8 +15,8 @@ Each ``result`` event closes a turn. What it bills is compared with the turn's r
 comparison goes to ``attrs["crosscheck"]``:
 
 - ``modelUsage``, per model: it is what the CLI bills (``total_cost_usd`` is priced from it) and it has
-  one entry per model, the subagent's included. It is cumulative over the process (and a resumed
-  session's), so each result is differenced from the one before. Where a model's rows hold less output
+  one entry per model, the subagent's included. It adds up over a session (its resumed processes
+  too), so each result is differenced from the session's one before. Where a model's rows hold less output
   than it bills and some of its outputs are snapshots, the difference goes on that model's last
   snapshot response of the turn (whose share each response had is not in the stream; putting it on
   another model's rows was the 41 % under-count of a Task run's output). Whatever a model bills beyond
@@ -66,6 +66,7 @@ class _Result:
     end_cycle: int
     usage: dict
     model_usage: dict
+    session: str  # its ``session_id`` (else which ``init`` it follows): the scope over which ``modelUsage`` adds up
     billed: Billed = field(default_factory=dict)  # this turn's own share of ``model_usage`` (``_billed``)
     checks: list[dict] = field(default_factory=list)  # its ``attrs["crosscheck"]`` rows (``_reconciled``)
 
@@ -83,6 +84,7 @@ def _read_file(path: Path, issues: Issues) -> Parsed:
     subagents: dict[str, list[tuple[str, tuple, object]]] = {}  # Task call id -> (key, input counts, model)
     current: str | None = None
     version = None
+    process = 0
     for number, line in json_lines(path, issues):
         kind = text(line.get("type"))
         if kind == "assistant":
@@ -108,10 +110,12 @@ def _read_file(path: Path, issues: Issues) -> Parsed:
         elif kind == "result":
             start = results[-1].end_cycle if results else 0
             usage, model_usage = as_dict(line.get("usage")), as_dict(line.get("modelUsage"))
-            results.append(_Result(number, start, len(responses.by_key), usage, model_usage))
+            session = text(line.get("session_id")) or f"init {process}"
+            results.append(_Result(number, start, len(responses.by_key), usage, model_usage, session))
             keep = ("subtype", "is_error", "num_turns", "duration_ms", "total_cost_usd")
             out.attrs["events"].append(_event(path, number, responses, "result", {k: line.get(k) for k in keep}))
         elif kind == "system":
+            process += line.get("subtype") == "init"
             version = line.get("claude_code_version") or version
             detail = {k: line[k] for k in ("model", "claude_code_version", "compact_metadata") if k in line}
             out.attrs["events"].append(_event(path, number, responses, f"system:{line.get('subtype')}", detail))
@@ -203,10 +207,16 @@ def _figures(entry: object) -> dict[str, int | None]:
 
 
 def _billed(path: Path, results: list[_Result], issues: Issues) -> None:
-    """Each result's own share of ``modelUsage``: its figures less the previous result's (the CLI's cost state is
-    cumulative over the process); a figure below the previous one is taken as the turn's own, and said."""
+    """Each result's own share of ``modelUsage``: its figures less the previous result's of the same session. The
+    CLI's cost state adds up over a session, across the ``claude -p --resume`` processes that continue it, and
+    starts again in a new one (measured on Claude Code 2.1.328 against the embedded provider: five processes of
+    one resumed session in one stdout kept adding; five of five new sessions each started from 0). A figure
+    below the previous one is taken as the turn's own, and said."""
     before: Billed = {}
+    session = None
     for result in results:
+        if result.session != session:
+            before, session = {}, result.session
         now = {str(model): _figures(entry) for model, entry in result.model_usage.items()}
         for model, figures in now.items():
             prev = before.get(model)
@@ -287,11 +297,16 @@ def _reconciled(
     return _usage_checks(path, turn, result, segment, main, before, before_main, final_cycles, raised) + checks
 
 
+# How a modelUsage gap's issue is worded: ``kit.transcripts.sources.with_log`` finds it there, and takes it back
+# when the provider log holds the requests the stream did not show (a compaction's summary request).
+GAP = "billed per modelUsage but in no event"
+
+
 def _gap_issue(path: Path, issues: Issues, line: int, model: str, gaps: dict, raised: bool) -> None:
     counts = ", ".join(f"{name} {count:,}" for name, count in gaps.items())
     reason = (
-        f"{model}: {counts} billed per modelUsage but in no event (calls the CLI made that its stream does not show; "
-        "a resumed session's modelUsage also holds its earlier runs); not in the rows"
+        f"{model}: {counts} {GAP} (calls the CLI made that its stream does not show, such as a compaction's "
+        "summary request); not in the rows"
     )
     if raised:
         reason += "; the output added to this model's last response may hold theirs"

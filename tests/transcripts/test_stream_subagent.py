@@ -17,8 +17,10 @@ import json
 from pathlib import Path
 
 import orjson
+import pandas as pd
 
 from kit import transcripts
+from kit.transcripts import claude_stream, sources
 from tests.support import STREAM, TRANSCRIPTS
 
 FIXTURE = TRANSCRIPTS / "claude-streamjson_task-subagent_documented.jsonl"
@@ -180,3 +182,50 @@ def test_without_model_usage_result_usage_alone_is_checked(tmp_path):
     assert {c["model"] for c in df.attrs["crosscheck"]} == {None} and df.attrs["issues"] == []
     # result.usage covers the main conversation: its 800 less the two snapshots (2) goes on the answer B
     assert df.output_tokens.tolist() == [1, 1, 1, 250, 799]
+
+
+def test_a_gap_the_provider_log_holds_is_taken_back_and_a_larger_one_stays():
+    """Claude Code 2.1.328's ``/compact`` turn billed 12,788 input tokens in no stream event; the provider log's
+    summary request held 12,797, now a row of its own (``sources.with_log``): that gap is explained, not an issue.
+    A gap beyond what the log's side requests hold stays one."""
+    gap = {"source_path": "s.jsonl", "source_line": 18, "reason": f"m: input_tokens 12,788 {claude_stream.GAP} …"}
+    other = {"source_path": "s.jsonl", "source_line": 3, "reason": "unknown line type 'x'"}
+    side = pd.DataFrame({"input_tokens": [12_797]})
+    assert sources._explained_gaps([gap, other], side) == [other]
+    bigger = {**gap, "reason": f"m: input_tokens 20,000 {claude_stream.GAP} …"}
+    assert sources._explained_gaps([bigger], side) == [bigger]
+    assert sources._explained_gaps([gap], side.iloc[0:0]) == [gap]  # no side request: nothing explains it
+
+
+def _process(session: str, mid: str, read: int, output: int) -> list[dict]:
+    """One ``claude -p`` process of one response: init, the assistant event, the result with its modelUsage."""
+    usage = {"input_tokens": 0, "cache_creation_input_tokens": 100, "cache_read_input_tokens": read,
+             "output_tokens": output}  # fmt: skip
+    billed = {"inputTokens": 0, "outputTokens": output, "cacheReadInputTokens": read, "cacheCreationInputTokens": 100}
+    return [
+        {"type": "system", "subtype": "init", "session_id": session, "model": "sim-agent"},
+        {"type": "assistant", "session_id": session,
+         "message": {"id": mid, "model": "sim-agent", "usage": usage, "content": [{"type": "text", "text": "ok"}]}},
+        {"type": "result", "subtype": "success", "session_id": session, "usage": usage,
+         "modelUsage": {"sim-agent": billed}},
+    ]  # fmt: skip
+
+
+def test_model_usage_adds_up_over_a_session_and_starts_again_in_a_new_one(tmp_path):
+    """Measured on Claude Code 2.1.328 against the embedded provider: a stdout of five ``claude -p`` processes of new
+    sessions (the session-chain pack's arm) gives each result's modelUsage from 0; five processes resuming one
+    session keep adding. Differencing across new sessions had read 'below the previous result's' and cut output
+    2,330 to 1,455."""
+    new = tmp_path / "new.jsonl"
+    new.write_text(
+        "".join(json.dumps(x) + "\n" for x in _process("s1", "m1", 5_000, 300) + _process("s2", "m2", 4_000, 200))
+    )
+    df = transcripts.read(new)
+    assert not df.attrs["issues"] and df["output_tokens"].tolist() == [300, 200]
+    resumed = tmp_path / "resumed.jsonl"
+    second = _process("s1", "m2", 4_000, 200)
+    second[2]["modelUsage"]["sim-agent"] = {"inputTokens": 0, "outputTokens": 500, "cacheReadInputTokens": 9_000,
+                                            "cacheCreationInputTokens": 200}  # fmt: skip  # cumulative over s1
+    resumed.write_text("".join(json.dumps(x) + "\n" for x in _process("s1", "m1", 5_000, 300) + second))
+    df = transcripts.read(resumed)
+    assert not df.attrs["issues"] and df["output_tokens"].tolist() == [300, 200]
