@@ -25,6 +25,7 @@ from kit import stats
 from kit.analysis import occupancy_block
 from kit.analysis.design_table import ARM_COLUMNS, shared_prefix_label
 from kit.charts import METRIC_LABELS, grade_summary
+from kit.charts.style import truthy
 from kit.experiment.design import ParamError
 from kit.experiment.layout import BatchDir
 from kit.files import write_text
@@ -126,11 +127,6 @@ def _batch_phrase(row: pd.Series, design: Design) -> str:
     return f"{_count_word(batches)} {_schedule_word(design)} {plural}"
 
 
-def _flag(row: pd.Series, column: str) -> bool:
-    """A boolean column of a ratios row as written or read back ("True", 1.0, True)."""
-    return str(row.get(column)).lower() in ("true", "1", "1.0")
-
-
 def _ci_text(lo: float, hi: float) -> str:
     """'1.30–1.56': two bounds, each with the digits that keep it on its side of 1 (:func:`_off_one`)."""
     return f"{_off_one(lo, f'{lo:.2f}')}–{_off_one(hi, f'{hi:.2f}')}"
@@ -146,7 +142,7 @@ def _family_clause(row: pd.Series) -> str:
     if math.isnan(size) or size < 2 or math.isnan(level):
         return ""
     ci = "no interval" if math.isnan(lo) or math.isnan(hi) else f"{level * 100:.4g}% CI {_ci_text(lo, hi)}"
-    word = "decisive" if _flag(row, "decisive") else "not decisive"
+    word = "decisive" if truthy(row.get("decisive")) else "not decisive"
     return f"; {word} among the family's {int(size)} comparisons (Holm: {ci})"
 
 
@@ -174,7 +170,7 @@ def _capped_clause(row: pd.Series, lo: float, hi: float) -> str:
     """', its lower bound 0.248 capped: the smallest ratio any resample of these runs gives, a limit of the data, not a
     confidence bound' — for a row whose interval was capped at the data's range (``bound_beyond_data``), naming the
     bound in the ratio's units; '' otherwise (a paired row is flagged without a cap: its bounds stay the model's)."""
-    if not _flag(row, "bound_beyond_data") or _flag(row, "paired"):
+    if not truthy(row.get("bound_beyond_data")) or truthy(row.get("paired")):
         return ""
     low, high = _num(row.get("resample_min")), _num(row.get("resample_max"))
     sides = [
@@ -219,7 +215,7 @@ def _ratio_phrase(row: pd.Series, what: str) -> str:
     arm, baseline = row["arm"], row["baseline"]
     no_ci = math.isnan(lo) or math.isnan(hi)
     if no_ci:
-        few = _flag(row, "small_n")
+        few = truthy(row.get("small_n"))
         ci = f"{conf_text} not available" + (": fewer than 5 runs per arm" if few else "")
         if est == 1:
             return f"{arm} feeds as many {what} as {baseline} (ratio 1.00; {ci}"
@@ -792,7 +788,7 @@ def _beyond_runs(arms: pd.DataFrame | None) -> set[str]:
     """The arms whose total-token interval (arms.csv) reached past what their runs can produce."""
     if arms is None or arms.empty or "bound_beyond_data" not in arms.columns:
         return set()
-    rows = arms[(arms["metric"] == "total_tokens") & arms["bound_beyond_data"].map(lambda v: str(v).lower() == "true")]
+    rows = arms[(arms["metric"] == "total_tokens") & arms["bound_beyond_data"].map(truthy)]
     return set(rows["arm"].astype(str))
 
 
@@ -834,7 +830,9 @@ def _ratios_table(ratios: pd.DataFrame, controls: Iterable[str] = ()) -> pd.Data
         small = _num(r.get("small_n")) == 1
         control = str(r["arm"]) in controls or str(r["baseline"]) in controls
         flags = [f for f, on in ((STITCH, str(r.get("label") or "") == STITCH), ("n<5", small)) if on]
-        flags += ["capped at the runs' range: a bound no resample can pass"] if _flag(r, "bound_beyond_data") else []
+        flags += (
+            ["capped at the runs' range: a bound no resample can pass"] if truthy(r.get("bound_beyond_data")) else []
+        )
         rests = r.get("interval_rests_on")
         flags += [f"rests on {rests}'s runs"] if isinstance(rests, str) and rests else []
         flags += ["control: contamination, not a treatment"] if control else []
@@ -864,7 +862,7 @@ def _holm_cell(row: pd.Series) -> str:
     size, level = _num(row.get("family_size")), _num(row.get("family_level"))
     if math.isnan(size) or size < 2 or math.isnan(level):
         return ""
-    return f"{'decisive' if _flag(row, 'decisive') else 'not decisive'} at {level * 100:.4g}% (of {int(size)})"
+    return f"{'decisive' if truthy(row.get('decisive')) else 'not decisive'} at {level * 100:.4g}% (of {int(size)})"
 
 
 def _quality_section(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 import msgspec
 import orjson
@@ -25,7 +25,7 @@ from kit.experiment.layout import DESIGN_JSON, BatchDir, batch_paths, write_desi
 from kit.experiment.lock import batch_lock
 from kit.files import write_table
 from kit.params import check_baseline, check_comparisons
-from kit.records import UNSET, Analysis, Design, Manifest, StopRule, decode_design
+from kit.records import UNSET, Analysis, Decision, Design, Manifest, StopRule, decode_design
 from kit.stats.planning import STOP_METRIC
 
 __all__ = [  # the stage's surface: what its notebook, the CLI and the other stages use
@@ -220,6 +220,7 @@ def compare(
     pairs: list[tuple[str, str]],
     metrics_used: list[str],
     family: list[tuple[str, str]] | None = None,
+    stopped: dict[tuple[str, str], Stopped] | None = None,
     **options,
 ) -> pd.DataFrame:
     """``analysis/ratios.csv``: each (arm, baseline) pair on every metric, total and uncached tokens always.
@@ -227,28 +228,36 @@ def compare(
     Across several batches a cache-dependent figure (``CACHE_METRICS``) gets one row per batch holding both arms,
     at that batch's own observed warmth (``from_batch`` names it), never one pooled ratio over batches of different
     warmth (docs/method.md#warmth); the cache-independent figures pool every batch that holds both arms
-    (``kit.stats.ratio``: the others are left out, and the row's note says which). The rows of the ``family`` pairs
-    (the treatments; every pair when None) on the headline metrics are judged together by Holm's step-down
-    (:func:`kit.stats.holm`, docs/method.md#family). ``options`` go to :func:`kit.stats.ratio`.
+    (``kit.stats.ratio``: the others are left out, and the row's note says which). A pair the stop rule grew
+    (``stopped``, :func:`_stop_decisions`) publishes on its ``STOP_METRIC`` row the interval the rule stopped on, at
+    its level (:func:`_stopped_row`). The rows of the ``family`` pairs (the treatments; every pair when None) on the
+    headline metrics are judged together by Holm's step-down (:func:`kit.stats.holm`, docs/method.md#family), a
+    stopped row never at a level below its own. ``options`` go to :func:`kit.stats.ratio`.
     """
     batches = sorted(trials["batch"].astype(str).unique())
+    stopped = stopped or {}
     rows: list[tuple[stats.Comparison, pd.DataFrame]] = []
     for arm, base in pairs:
         for metric in dict.fromkeys([*stats.HEADLINE_METRICS, *metrics_used]):
-            if len(batches) < 2 or metric not in CACHE_METRICS:
+            if metric == STOP_METRIC and (arm, base) in stopped:
+                rows.append((_stopped_row(trials, stopped[arm, base], options), trials))
+            elif len(batches) < 2 or metric not in CACHE_METRICS:
                 rows.append((stats.ratio(trials, metric, arm, base, **options), trials))
-                continue
-            for batch in batches:
-                one = trials[trials["batch"].astype(str) == batch]
-                if {arm, base} <= set(one["arm"]):
-                    row = stats.ratio(one, metric, arm, base, **options)
-                    rows.append((msgspec.structs.replace(row, from_batch=batch), one))
+            else:
+                for batch in batches:
+                    one = trials[trials["batch"].astype(str) == batch]
+                    if {arm, base} <= set(one["arm"]):
+                        row = stats.ratio(one, metric, arm, base, **options)
+                        rows.append((msgspec.structs.replace(row, from_batch=batch), one))
     judged = {tuple(p) for p in (pairs if family is None else family)}
     members = [i for i, (r, _) in enumerate(rows) if (r.arm, r.baseline) in judged and r.metric in FAMILY_METRICS]
+    sources = {id(r): t for r, t in rows}
 
     def again(row: stats.Comparison, level: float) -> stats.Comparison:
-        source = next(t for r, t in rows if r is row)
-        return stats.ratio(source, row.metric, row.arm, row.baseline, **{**options, "confidence": level})
+        floor = row.confidence if row.looks else 0.0  # the stop rule's interval is the narrowest it may publish
+        return stats.ratio(
+            sources[id(row)], row.metric, row.arm, row.baseline, **{**options, "confidence": max(level, floor)}
+        )
 
     adjusted = stats.holm([rows[i][0] for i in members], again, confidence=options.get("confidence", 0.95))
     out = [r for r, _ in rows]
@@ -257,43 +266,40 @@ def compare(
     return pd.DataFrame([msgspec.structs.asdict(r) for r in out])
 
 
-def _stopped_intervals(
-    ratios: pd.DataFrame, trials: pd.DataFrame, manifests: list[Manifest], options: Options
-) -> pd.DataFrame:
-    """A batch grown by the stop rule publishes, on each comparison's ``total_tokens`` row, the interval the rule
-    stopped on: its level at the last look (the anytime-valid one with ``exclude_one``), not the fixed-n 95%
-    one, which after looking until it excluded 1 claimed a difference in 6.5-8.4% of batches without one
-    (docs/method.md#planning). One batch only: several pooled are not the sequence the rule looked at."""
-    if len(manifests) != 1 or not isinstance(manifests[0].stop_rule, StopRule) or ratios.empty:
-        return ratios
-    last = {(d.arm, d.baseline): d for d in manifests[0].stop_rule.decisions}
+class Stopped(NamedTuple):
+    """The stop rule's last look at one comparison of a batch it grew, and whether its interval is the anytime-valid
+    one (``exclude_one``, unless the batch stopped on width)."""
+
+    decision: Decision
+    anytime: bool
+
+
+def _stop_decisions(manifests: list[Manifest]) -> dict[tuple[str, str], Stopped]:
+    """The stop rule's last decision per (arm, baseline) of a batch it grew, where the decision records its level;
+    none across several batches (pooled, they are not the sequence the rule looked at)."""
+    if len(manifests) != 1 or not isinstance(manifests[0].stop_rule, StopRule):
+        return {}
     exclude_one = bool((manifests[0].params.stop or {}).get("exclude_one"))
-    out = ratios.copy()
-    for i, r in ratios.iterrows():
-        d = last.get((r["arm"], r["baseline"]))
-        if d is None or r["metric"] != STOP_METRIC or d.confidence is None:
-            continue
-        row = stats.ratio(
-            trials, STOP_METRIC, d.arm, d.baseline, confidence=d.confidence, matched=bool(r["paired"]),
-            n_resamples=options.n_resamples, seed=options.seed, allow_stitch=options.allow_stitch,
-        )  # fmt: skip
-        looks = f"{d.look} look" + "s" * (d.look != 1)
-        if exclude_one and not d.reason.startswith("precision reached"):
-            said = f"anytime-valid over {looks} ({d.confidence:.2%} interval at the last)"
-        else:
-            said = f"the precision stop's {d.confidence:.0%} interval over {looks} (it stopped on its width)"
-        note = "; ".join(n for n in (said, row.note) if n)
-        for key, value in msgspec.structs.asdict(msgspec.structs.replace(row, looks=d.look, note=note)).items():
-            if key in out.columns and key not in _KEPT_ON_STOP:
-                out.at[i, key] = value
-        if "decisive" in out.columns:  # the family's verdict holds only where the published interval agrees
-            out.at[i, "decisive"] = bool(r["decisive"]) and (row.lower > 1 or row.upper < 1)
-    return out
+    last = {(d.arm, d.baseline): d for d in manifests[0].stop_rule.decisions}
+    return {
+        pair: Stopped(d, exclude_one and not d.reason.startswith("precision reached"))
+        for pair, d in last.items()
+        if d.confidence is not None
+    }
 
 
-# What the stop rule's published interval leaves as compare() set it: the batch a row comes from, and the row's
-# place in the Holm family (its step-down intervals; ``decisive`` is then and-ed with the published interval).
-_KEPT_ON_STOP = frozenset({"from_batch", "family_size", "family_level", "family_lower", "family_upper", "decisive"})
+def _stopped_row(trials: pd.DataFrame, stop: Stopped, options: dict) -> stats.Comparison:
+    """The ``STOP_METRIC`` row of a pair the stop rule grew: the interval the rule stopped on, at its level at the last
+    look (the anytime-valid one with ``exclude_one``), not the fixed-n 95% one, which after looking until it
+    excluded 1 claimed a difference in 6.5-8.4% of batches without one (docs/method.md#planning)."""
+    d = stop.decision
+    row = stats.ratio(trials, STOP_METRIC, d.arm, d.baseline, **{**options, "confidence": d.confidence})
+    looks = f"{d.look} look" + "s" * (d.look != 1)
+    if stop.anytime:
+        said = f"anytime-valid over {looks} ({d.confidence:.2%} interval at the last)"
+    else:
+        said = f"the precision stop's {d.confidence:.0%} interval over {looks} (it stopped on its width)"
+    return msgspec.structs.replace(row, looks=d.look, note="; ".join(n for n in (said, row.note) if n))
 
 
 def observed(trials: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
@@ -433,11 +439,10 @@ def _analyze(
         metrics_used.append("grade")
     pairs = [(a, b) for a, b in choice.pairs]
     ratios = compare(
-        trials, pairs, metrics_used, choice.treatments, matched=matched_runs(data.manifests),
-        confidence=options.confidence, n_resamples=options.n_resamples, seed=options.seed,
-        allow_stitch=options.allow_stitch,
+        trials, pairs, metrics_used, choice.treatments, _stop_decisions(data.manifests),
+        matched=matched_runs(data.manifests), confidence=options.confidence, n_resamples=options.n_resamples,
+        seed=options.seed, allow_stitch=options.allow_stitch,
     )  # fmt: skip
-    ratios = _stopped_intervals(ratios, trials, data.manifests, options)
     ratios["simulated"] = design.simulated
     per_trial_occupancy = occupancy.measure(
         data.requests, data.tool_results, events=data.events, window_tokens=options.window_tokens
